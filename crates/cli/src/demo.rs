@@ -1,0 +1,259 @@
+//! Seed 000's lab, replayed through the SQL API as an application would: invalid arguments, the
+//! cross-tenant order, a declined confirmation, a confirmed close whose reply is lost after
+//! commit and retried with the same key, the injected note read as data, the hunt for secrets,
+//! and the rollback to read-only. Every invariant is checked against the database.
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use tokio_postgres::Client;
+
+use crate::db::{self, verdict, Server};
+use crate::fixture::{Lab, APP, AUDITOR, ONCALL};
+use crate::{keys, Result};
+
+pub struct Options {
+    pub server: Server,
+    pub dbname: String,
+    pub keys_dir: PathBuf,
+    /// The server's log file, searched for secrets.
+    pub server_log: Option<PathBuf>,
+}
+
+/// The invariants and what broke.
+#[derive(Default)]
+pub struct Checks {
+    pub broken: Vec<String>,
+    pub held: usize,
+}
+
+impl Checks {
+    pub fn that(&mut self, name: &str, ok: bool) {
+        println!("    [{}] {name}", if ok { "ok" } else { "BROKEN" });
+        if ok {
+            self.held += 1;
+        } else {
+            self.broken.push(name.to_string());
+        }
+    }
+}
+
+fn show(label: &str, reply: &Value) {
+    let (outcome, rule) = verdict(reply);
+    let replayed = if reply["replayed"] == true { " (replayed)" } else { "" };
+    println!("    {label}: {outcome}{}{replayed}", if rule.is_empty() { String::new() } else { format!(" {rule}") });
+}
+
+fn close_args(order_id: &str, key: &str) -> Value {
+    json!({"order_id": order_id, "reason": "Inspeção validada pelo supervisor", "idempotency_key": key})
+}
+
+async fn effects(root: &Client) -> Result<i64> {
+    db::count(root, "SELECT count(*) FROM toolgate.effects", &[]).await
+}
+
+/// Every table of the extension as JSON text, to search for what must never be stored.
+async fn all_rows(root: &Client) -> Result<String> {
+    let tables: Vec<String> = root
+        .query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'toolgate' ORDER BY 1", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = String::new();
+    for t in tables {
+        let sql = format!("SELECT coalesce(string_agg(row_to_json(x)::text, E'\\n'), '') FROM toolgate.\"{t}\" x");
+        let rows: String = root.query_one(&sql, &[]).await?.get(0);
+        out.push_str(&rows);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+pub async fn run(opts: &Options) -> Result<Checks> {
+    let mut check = Checks::default();
+    println!("pg_toolgate demo: seed 000's lab through the SQL API");
+    let lab = Lab::create(&opts.server, &opts.dbname, &opts.keys_dir).await?;
+    let root = lab.connect("postgres").await?;
+    let app = lab.connect(APP).await?;
+    let id_a = lab.supervisor_a();
+    let conv = "conv-lab-742";
+    let mut tokens = vec![id_a.clone()];
+    let mut blocked_a = 0;
+    let mut count_blocked = |r: &Value| {
+        if r["outcome"] == "BLOCKED" {
+            blocked_a += 1;
+        }
+    };
+    println!("  fixture: tenants shopping-a and shopping-b, orders 742 (open, inspected) and 743 (injected note),");
+    println!("           keys generated for each tenant's identity provider and channel, public halves registered");
+
+    println!("\n1. Invalid arguments (an extra property)");
+    let mut args = close_args("742", "close-os-742-run-01");
+    args["dangerous_extra"] = json!(true);
+    let r = db::request_close(&app, &id_a, conv, &args).await?;
+    show("request_close", &r);
+    println!("    errors: {}", r["errors"]);
+    check.that(
+        "invalid arguments are rejected before the ERP",
+        verdict(&r) == ("REJECTED".into(), "schema_invalid".into()) && effects(&root).await? == 0,
+    );
+
+    println!("\n2. Order 743 belongs to shopping-b");
+    let r = db::request_close(&app, &id_a, conv, &close_args("743", "cross-tenant-743")).await?;
+    count_blocked(&r);
+    show("request_close 743", &r);
+    let missing = db::request_close(&app, &id_a, conv, &close_args("999", "missing-order-999")).await?;
+    count_blocked(&missing);
+    check.that(
+        "another tenant's order is blocked exactly like a missing one",
+        verdict(&r) == ("BLOCKED".into(), "target_not_found".into()) && r == missing,
+    );
+    check.that("the cross-tenant call reached no ERP row", effects(&root).await? == 0);
+
+    println!("\n3. The person declines");
+    let r = db::request_close(&app, &id_a, conv, &close_args("742", "declined-close-742")).await?;
+    show("request_close", &r);
+    println!("    proposal text: {}", r["proposal"]["text"].as_str().unwrap_or_default());
+    let pid = r["proposal"]["id"].as_str().unwrap_or_default().to_string();
+    let no = keys::confirmation(&lab.a.channel, &pid, "decline", "não", keys::now(), "typed");
+    tokens.push(no.clone());
+    let r = db::confirm(&app, &id_a, &no).await?;
+    show("confirm (não)", &r);
+    check.that(
+        "a declined proposal changes nothing",
+        verdict(&r) == ("CANCELLED".into(), "human_declined".into()) && effects(&root).await? == 0,
+    );
+
+    println!("\n4. Confirmed close; the reply is lost after commit; retry with the same key");
+    let args = close_args("742", "timeout-close-742");
+    let r = db::request_close(&app, &id_a, conv, &args).await?;
+    show("request_close", &r);
+    let pid = r["proposal"]["id"].as_str().unwrap_or_default().to_string();
+    let yes = keys::confirmation(&lab.a.channel, &pid, "approve", "sim", keys::now(), "typed");
+    tokens.push(yes.clone());
+    let (identity, answer) = (id_a.clone(), yes.clone());
+    lab.lose_reply("timeout-close-742", |lossy| async move {
+        let _never_read = db::confirm(&lossy, &identity, &answer).await;
+    })
+    .await?;
+    println!("    confirm (sim): committed, connection dropped before the reply was read");
+    let app = lab.connect(APP).await?;
+    let retry = db::request_close(&app, &id_a, conv, &args).await?;
+    show("retry, same key", &retry);
+    check.that(
+        "the retry replays the stored result",
+        verdict(&retry) == ("SUCCEEDED".into(), String::new()) && retry["replayed"] == true,
+    );
+    check.that("exactly one effect after the lost reply and the retry", effects(&root).await? == 1);
+
+    println!("\n5. The injected note of order 743, read as data");
+    let calls_before = db::count(&root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'call'", &[]).await?;
+    let id_b = lab.supervisor_b();
+    tokens.push(id_b.clone());
+    let r = db::read_order(&app, &id_b, "743").await?;
+    show("read_order 743 (shopping-b)", &r);
+    println!("    note: {}", r["result"]["note"]);
+    check.that(
+        "the note comes back marked untrusted and flagged suspicious",
+        r["result"]["note"]["untrusted"] == true
+            && r["result"]["note"]["suspicious"].as_array().is_some_and(|a| !a.is_empty()),
+    );
+    let cross = db::read_order(&app, &id_a, "743").await?;
+    count_blocked(&cross);
+    let absent = db::read_order(&app, &id_a, "999").await?;
+    count_blocked(&absent);
+    show("read_order 743 (shopping-a)", &cross);
+    check.that("shopping-a cannot tell 743 from a missing order", cross == absent);
+    let calls_after = db::count(&root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'call'", &[]).await?;
+    check.that(
+        "reading the note made no call and no effect",
+        calls_after == calls_before && effects(&root).await? == 1,
+    );
+
+    println!("\n6. Secrets: tokens and private keys appear in no log line and no table");
+    let mut secrets = tokens.clone();
+    for entry in std::fs::read_dir(&lab.keys_dir)? {
+        secrets.push(std::fs::read_to_string(entry?.path())?.trim().to_string());
+    }
+    let mut haystack = all_rows(&root).await?;
+    match &opts.server_log {
+        Some(path) => haystack.push_str(&std::fs::read_to_string(path)?),
+        None => println!("    (no server log given: tables only)"),
+    }
+    let audit = db::json(&root, "SELECT coalesce(jsonb_agg(a), '[]') FROM toolgate.audit a", &[]).await?.to_string();
+    let leaked = secrets.iter().filter(|s| haystack.contains(s.as_str())).count();
+    println!("    searched {} secrets in {} bytes of rows and log", secrets.len(), haystack.len());
+    check.that("no token or private key in any table or log line", leaked == 0);
+    check.that(
+        "the audit holds no raw argument",
+        !audit.contains("Inspeção validada") && !audit.contains("dangerous_extra"),
+    );
+
+    println!("\n7. Rollback to read-only: on-call turns writes off");
+    let oncall = lab.connect(ONCALL).await?;
+    oncall.execute("SELECT toolgate.set_writes_enabled(false)", &[]).await?;
+    let r = db::request_close(&app, &id_a, "conv-lab-rollback", &close_args("742", "rollback-close-742")).await?;
+    count_blocked(&r);
+    show("request_close", &r);
+    let read = db::read_order(&app, &id_a, "742").await?;
+    show("read_order 742", &read);
+    check.that("writes are blocked", verdict(&r) == ("BLOCKED".into(), "write_disabled".into()));
+    check.that("read_order still answers", read["outcome"] == "SUCCEEDED");
+    check.that("no new effect while read-only", effects(&root).await? == 1);
+    let reopen = oncall.execute("SELECT toolgate.set_writes_enabled(true)", &[]).await;
+    check.that(
+        "on-call cannot turn writes back on",
+        reopen.is_err_and(|e| e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)),
+    );
+
+    let auditor = lab.connect(AUDITOR).await?;
+    println!("\nPanel (read as toolgate_auditor):");
+    println!(
+        "    {:<12} {:>12} {:>15} {:>15} {:>21} {:>19} {:>15} {:>7}",
+        "tenant", "schema_valid", "schema_rejected", "blocked_actions", "duplicates_suppressed",
+        "confirmation_denied", "partial_results", "effects"
+    );
+    let mut panel_a = None;
+    for row in auditor.query("SELECT * FROM toolgate.panel ORDER BY tenant_id NULLS LAST", &[]).await? {
+        let tenant: Option<String> = row.get("tenant_id");
+        let n = |c: &str| row.get::<_, i64>(c);
+        println!(
+            "    {:<12} {:>12} {:>15} {:>15} {:>21} {:>19} {:>15} {:>7}",
+            tenant.clone().unwrap_or_else(|| "(none)".into()),
+            n("schema_valid"), n("schema_rejected"), n("blocked_actions"), n("duplicates_suppressed"),
+            n("confirmation_denied"), n("partial_results"), n("effects")
+        );
+        if tenant.as_deref() == Some("shopping-a") {
+            panel_a = Some([
+                n("schema_rejected"), n("confirmation_denied"), n("duplicates_suppressed"), n("effects"),
+                n("blocked_actions"),
+            ]);
+        }
+    }
+    println!("\nEffects the ERP recorded:");
+    for row in auditor.query("SELECT tenant_id, tool, target, actor, idempotency_key FROM toolgate.effects", &[]).await? {
+        let c = |i: usize| row.get::<_, String>(i);
+        println!("    {} {} {} by {} (key {})", c(0), c(1), c(2), c(3), c(4));
+    }
+    println!("\nAudit summary (kind, outcome, rule, replayed: rows):");
+    for row in auditor
+        .query(
+            "SELECT kind, outcome, coalesce(rule, '-'), replayed, count(*) FROM toolgate.audit_log \
+             GROUP BY 1, 2, 3, 4 ORDER BY min(audit_id)",
+            &[],
+        )
+        .await?
+    {
+        println!(
+            "    {:<8} {:<19} {:<17} {:<5} {}",
+            row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2),
+            row.get::<_, bool>(3), row.get::<_, i64>(4)
+        );
+    }
+    println!();
+    check.that(
+        &format!("panel of shopping-a: schema_rejected 1, confirmation_denied 1, duplicates_suppressed 1, effects 1, blocked_actions {blocked_a}"),
+        panel_a == Some([1, 1, 1, 1, blocked_a]),
+    );
+    Ok(check)
+}

@@ -1,0 +1,11 @@
+//! The `toolgate` command's library: key files, tokens, database helpers, the fixture loader and
+//! the demo. The integration tests use the same pieces.
+
+pub mod db;
+pub mod demo;
+pub mod fixture;
+pub mod keys;
+
+/// Errors of the command and its tests.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, Error>;

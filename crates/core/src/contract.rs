@@ -1,0 +1,261 @@
+//! Step 2 of the gate: the argument contract.
+//!
+//! Bounds come first (size, nesting, numbers), so absurd input never reaches the validator;
+//! then the tool's JSON Schema (draft 2020-12), compiled once and reused. Every violation names
+//! its JSON Pointer and keyword; messages are masked so they never echo what the caller sent.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Arguments larger than this are refused before parsing.
+pub const MAX_ARGS_BYTES: usize = 16 * 1024;
+/// Objects and arrays nested deeper than this are refused before validation.
+pub const MAX_DEPTH: usize = 16;
+/// Largest integer a JSON number can carry exactly through an IEEE double.
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+/// Bounds for the caller's conversation id.
+pub const MAX_CONVERSATION_ID_CHARS: usize = 128;
+
+/// One contract violation, named by where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    #[serde(rename = "instancePath")]
+    pub instance_path: String,
+    pub keyword: String,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn new(path: impl Into<String>, keyword: &str, message: impl Into<String>) -> Violation {
+        Violation { instance_path: path.into(), keyword: keyword.to_string(), message: message.into() }
+    }
+}
+
+/// Parse the arguments text (Postgres' rendering of the `jsonb` the caller passed), refusing
+/// what is too big, too deep or not a finite, exactly representable number.
+pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
+    let text = text.ok_or_else(|| vec![Violation::new("", "type", "arguments are required")])?;
+    if text.len() > MAX_ARGS_BYTES {
+        return Err(vec![Violation::new(
+            "",
+            "maxBytes",
+            format!("arguments exceed {MAX_ARGS_BYTES} bytes"),
+        )]);
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        let what = if e.to_string().contains("out of range") {
+            "a number is out of range"
+        } else if e.to_string().contains("recursion limit") {
+            "arguments are nested too deeply"
+        } else {
+            "arguments are not valid JSON"
+        };
+        vec![Violation::new("", "json", what)]
+    })?;
+    let mut errors = Vec::new();
+    check_bounds(&value, String::new(), 0, &mut errors);
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(errors)
+    }
+}
+
+fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Violation>) {
+    match value {
+        Value::Number(n) => {
+            let exact = n.is_i64()
+                || n.is_u64()
+                || n.as_f64().is_some_and(|f| f.is_finite() && f.abs() <= MAX_EXACT_INTEGER);
+            if !exact {
+                errors.push(Violation::new(path, "number", "number is not finite or out of range"));
+            }
+        }
+        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
+            errors.push(Violation::new(path, "maxDepth", format!("nesting deeper than {MAX_DEPTH}")));
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_bounds(item, format!("{path}/{i}"), depth + 1, errors);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                check_bounds(item, format!("{path}/{}", escape_pointer(k)), depth + 1, errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The caller's conversation id: 1..=128 characters, none of them control characters
+/// (it reaches the audit row and the log line).
+pub fn check_conversation_id(id: Option<&str>) -> Result<&str, Violation> {
+    match id {
+        Some(s)
+            if !s.is_empty()
+                && s.chars().count() <= MAX_CONVERSATION_ID_CHARS
+                && !s.chars().any(char::is_control) =>
+        {
+            Ok(s)
+        }
+        _ => Err(Violation::new(
+            "",
+            "conversationId",
+            format!("conversation_id must be 1..{MAX_CONVERSATION_ID_CHARS} printable characters"),
+        )),
+    }
+}
+
+/// A tool's compiled schema.
+pub struct Contract {
+    validator: jsonschema::Validator,
+}
+
+impl Contract {
+    /// Compile a schema as draft 2020-12. No `$ref` is ever fetched: the crate is built without
+    /// its HTTP and file resolvers, so an external reference fails compilation.
+    pub fn compile(schema: &Value) -> Result<Contract, String> {
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .map(|validator| Contract { validator })
+            .map_err(|e| format!("schema does not compile: {}", e.masked()))
+    }
+
+    /// Every violation of the schema, in a stable order.
+    pub fn check(&self, args: &Value) -> Vec<Violation> {
+        let mut errors: Vec<Violation> = self
+            .validator
+            .iter_errors(args)
+            .map(|e| {
+                Violation::new(e.instance_path().as_str(), e.kind().keyword(), e.masked().to_string())
+            })
+            .collect();
+        errors.sort_by(|a, b| (&a.instance_path, &a.keyword).cmp(&(&b.instance_path, &b.keyword)));
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn close_schema() -> Value {
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["order_id", "reason", "idempotency_key"],
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
+                "reason": {"type": "string", "minLength": 8, "maxLength": 120},
+                "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}
+            }
+        })
+    }
+
+    fn good() -> Value {
+        json!({"order_id": "742", "reason": "Inspeção validada", "idempotency_key": "close-742-a"})
+    }
+
+    #[test]
+    fn valid_args_pass() {
+        let c = Contract::compile(&close_schema()).unwrap();
+        assert!(c.check(&good()).is_empty());
+    }
+
+    #[test]
+    fn extra_property_is_named() {
+        let c = Contract::compile(&close_schema()).unwrap();
+        let mut args = good();
+        args["dangerous_extra"] = json!(true);
+        let errors = c.check(&args);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].keyword, "additionalProperties");
+        assert_eq!(errors[0].instance_path, "");
+        assert!(errors[0].message.contains("dangerous_extra"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn values_are_never_echoed_in_messages() {
+        let c = Contract::compile(&close_schema()).unwrap();
+        let mut args = good();
+        args["order_id"] = json!("SECRET-742");
+        let errors = c.check(&args);
+        assert_eq!(errors[0].keyword, "pattern");
+        assert!(!errors[0].message.contains("SECRET"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn wrong_shape_gets_json_pointer_paths() {
+        let c = Contract::compile(&close_schema()).unwrap();
+        let errors = c.check(&json!({"order_id": "74a", "reason": 5, "idempotency_key": "short"}));
+        let paths: Vec<(&str, &str)> =
+            errors.iter().map(|e| (e.instance_path.as_str(), e.keyword.as_str())).collect();
+        assert_eq!(
+            paths,
+            vec![("/idempotency_key", "minLength"), ("/order_id", "pattern"), ("/reason", "type")]
+        );
+    }
+
+    #[test]
+    fn tenant_in_args_is_an_unknown_property() {
+        let c = Contract::compile(&close_schema()).unwrap();
+        let mut args = good();
+        args["tenant"] = json!("shopping-b");
+        assert_eq!(c.check(&args)[0].keyword, "additionalProperties");
+    }
+
+    #[test]
+    fn remote_refs_are_never_fetched() {
+        let schema = json!({"$ref": "https://example.com/schema.json"});
+        assert!(Contract::compile(&schema).is_err());
+    }
+
+    #[test]
+    fn null_and_garbage_are_refused() {
+        assert_eq!(parse_args(None).unwrap_err()[0].keyword, "type");
+        assert_eq!(parse_args(Some("{nope")).unwrap_err()[0].keyword, "json");
+    }
+
+    #[test]
+    fn oversized_args_are_refused_before_parsing() {
+        let big = format!("{{\"reason\": \"{}\"}}", "x".repeat(MAX_ARGS_BYTES));
+        assert_eq!(parse_args(Some(&big)).unwrap_err()[0].keyword, "maxBytes");
+    }
+
+    #[test]
+    fn absurd_nesting_is_refused() {
+        let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+        assert_eq!(parse_args(Some(&deep)).unwrap_err()[0].keyword, "maxDepth");
+        let very_deep = format!("{}1{}", "[".repeat(500), "]".repeat(500));
+        assert_eq!(parse_args(Some(&very_deep)).unwrap_err()[0].keyword, "json");
+    }
+
+    #[test]
+    fn numbers_must_be_finite_and_exact() {
+        // Postgres renders 1e400 in full; serde_json cannot hold it.
+        let huge = format!("{{\"quantity\": 1{}}}", "0".repeat(400));
+        assert_eq!(parse_args(Some(&huge)).unwrap_err()[0].message, "a number is out of range");
+        let e = parse_args(Some("{\"quantity\": 1e30}")).unwrap_err();
+        assert_eq!((e[0].instance_path.as_str(), e[0].keyword.as_str()), ("/quantity", "number"));
+        assert!(parse_args(Some("{\"quantity\": NaN}")).is_err());
+        assert!(parse_args(Some("{\"quantity\": 3}")).is_ok());
+        assert!(parse_args(Some("{\"quantity\": 2.5}")).is_ok());
+    }
+
+    #[test]
+    fn conversation_ids_are_bounded_and_printable() {
+        assert!(check_conversation_id(Some("conv-1")).is_ok());
+        assert!(check_conversation_id(None).is_err());
+        assert!(check_conversation_id(Some("")).is_err());
+        assert!(check_conversation_id(Some("a\nb")).is_err());
+        assert!(check_conversation_id(Some(&"c".repeat(129))).is_err());
+    }
+}

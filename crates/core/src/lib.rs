@@ -1,0 +1,13 @@
+//! The pure decisions of pg_toolgate.
+//!
+//! Everything here is plain Rust with no Postgres in sight, so each rule can be unit-tested,
+//! fuzzed and mutated in milliseconds. The extension calls these functions from its gate steps;
+//! the `toolgate` command uses the same types to mint tokens.
+
+pub mod consent;
+pub mod contract;
+pub mod digest;
+pub mod outcome;
+pub mod proposal;
+pub mod token;
+pub mod untrusted;

@@ -1,0 +1,252 @@
+//! The outcome object every entry point returns (DESIGN §4), shaped to fit an MCP
+//! `CallToolResult`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::contract::Violation;
+
+/// How a call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    Succeeded,
+    NeedsConfirmation,
+    Rejected,
+    Blocked,
+    Cancelled,
+    Partial,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "SUCCEEDED",
+            Outcome::NeedsConfirmation => "NEEDS_CONFIRMATION",
+            Outcome::Rejected => "REJECTED",
+            Outcome::Blocked => "BLOCKED",
+            Outcome::Cancelled => "CANCELLED",
+            Outcome::Partial => "PARTIAL",
+        }
+    }
+
+    /// MCP's `isError`: the call was refused.
+    pub fn is_error(self) -> bool {
+        matches!(self, Outcome::Rejected | Outcome::Blocked)
+    }
+}
+
+/// Which rule ended a call. Each rule has exactly one outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    SchemaInvalid,
+    IdentityInvalid,
+    WriteDisabled,
+    ToolNotAllowed,
+    PolicyIncomplete,
+    RoleNotAllowed,
+    TargetNotFound,
+    StateNotAllowed,
+    ValueOverLimit,
+    BudgetExceeded,
+    RateOverLimit,
+    IdempotencyKeyReused,
+    ProposalNotLive,
+    ConfirmationInvalid,
+    HumanDeclined,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 15] = [
+        Rule::SchemaInvalid,
+        Rule::IdentityInvalid,
+        Rule::WriteDisabled,
+        Rule::ToolNotAllowed,
+        Rule::PolicyIncomplete,
+        Rule::RoleNotAllowed,
+        Rule::TargetNotFound,
+        Rule::StateNotAllowed,
+        Rule::ValueOverLimit,
+        Rule::BudgetExceeded,
+        Rule::RateOverLimit,
+        Rule::IdempotencyKeyReused,
+        Rule::ProposalNotLive,
+        Rule::ConfirmationInvalid,
+        Rule::HumanDeclined,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::SchemaInvalid => "schema_invalid",
+            Rule::IdentityInvalid => "identity_invalid",
+            Rule::WriteDisabled => "write_disabled",
+            Rule::ToolNotAllowed => "tool_not_allowed",
+            Rule::PolicyIncomplete => "policy_incomplete",
+            Rule::RoleNotAllowed => "role_not_allowed",
+            Rule::TargetNotFound => "target_not_found",
+            Rule::StateNotAllowed => "state_not_allowed",
+            Rule::ValueOverLimit => "value_over_limit",
+            Rule::BudgetExceeded => "budget_exceeded",
+            Rule::RateOverLimit => "rate_over_limit",
+            Rule::IdempotencyKeyReused => "idempotency_key_reused",
+            Rule::ProposalNotLive => "proposal_not_live",
+            Rule::ConfirmationInvalid => "confirmation_invalid",
+            Rule::HumanDeclined => "human_declined",
+        }
+    }
+
+    /// The contract's misuses are REJECTED, a person's "no" is CANCELLED, everything the
+    /// identity, policy, state or confirmation refuses is BLOCKED.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Rule::SchemaInvalid | Rule::IdempotencyKeyReused => Outcome::Rejected,
+            Rule::HumanDeclined => Outcome::Cancelled,
+            _ => Outcome::Blocked,
+        }
+    }
+}
+
+/// The proposal a person must read before anything happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProposalView {
+    pub id: String,
+    pub text: String,
+    pub tier: i32,
+    pub expires_at: String,
+}
+
+/// One item of MCP content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Content {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+/// The outcome object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub outcome: Outcome,
+    #[serde(rename = "isError")]
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Rule>,
+    #[serde(default)]
+    pub replayed: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<Violation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<ProposalView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    pub content: Vec<Content>,
+}
+
+fn text(s: String) -> Vec<Content> {
+    vec![Content { kind: "text".into(), text: s }]
+}
+
+impl Reply {
+    /// A call ended by `rule`. The text names the rule and nothing the caller sent.
+    pub fn denied(rule: Rule) -> Reply {
+        let outcome = rule.outcome();
+        let summary = match outcome {
+            Outcome::Cancelled => "The person declined; nothing was changed.".to_string(),
+            _ => format!("Call refused by the gate ({}); nothing was changed.", rule.as_str()),
+        };
+        Reply {
+            outcome,
+            is_error: outcome.is_error(),
+            rule: Some(rule),
+            replayed: false,
+            errors: Vec::new(),
+            proposal: None,
+            result: None,
+            content: text(summary),
+        }
+    }
+
+    /// A contract violation, with the paths of what was wrong.
+    pub fn schema_invalid(errors: Vec<Violation>) -> Reply {
+        Reply { errors, ..Reply::denied(Rule::SchemaInvalid) }
+    }
+
+    /// A proposal waiting for a person.
+    pub fn needs_confirmation(proposal: ProposalView) -> Reply {
+        let summary = format!(
+            "Awaiting human confirmation (tier {}): {}",
+            proposal.tier, proposal.text
+        );
+        Reply {
+            outcome: Outcome::NeedsConfirmation,
+            is_error: false,
+            rule: None,
+            replayed: false,
+            errors: Vec::new(),
+            proposal: Some(proposal),
+            result: None,
+            content: text(summary),
+        }
+    }
+
+    /// An effect the ERP recorded, or a read.
+    pub fn succeeded(result: Value, summary: String) -> Reply {
+        Reply {
+            outcome: Outcome::Succeeded,
+            is_error: false,
+            rule: None,
+            replayed: false,
+            errors: Vec::new(),
+            proposal: None,
+            result: Some(result),
+            content: text(summary),
+        }
+    }
+
+    /// The same reply, marked as a replay of an earlier call.
+    pub fn replay(mut self) -> Reply {
+        self.replayed = true;
+        self
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a reply always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_its_snake_case_name() {
+        for rule in Rule::ALL {
+            let json = serde_json::to_value(rule).unwrap();
+            assert_eq!(json, Value::String(rule.as_str().to_string()));
+        }
+    }
+
+    #[test]
+    fn denials_are_errors_and_declines_are_not() {
+        assert!(Reply::denied(Rule::TargetNotFound).is_error);
+        assert_eq!(Reply::denied(Rule::TargetNotFound).outcome, Outcome::Blocked);
+        assert_eq!(Reply::denied(Rule::SchemaInvalid).outcome, Outcome::Rejected);
+        assert_eq!(Reply::denied(Rule::IdempotencyKeyReused).outcome, Outcome::Rejected);
+        let declined = Reply::denied(Rule::HumanDeclined);
+        assert_eq!(declined.outcome, Outcome::Cancelled);
+        assert!(!declined.is_error);
+    }
+
+    #[test]
+    fn reply_has_the_contract_field_names() {
+        let v = Reply::denied(Rule::WriteDisabled).to_json();
+        assert_eq!(v["outcome"], "BLOCKED");
+        assert_eq!(v["isError"], true);
+        assert_eq!(v["rule"], "write_disabled");
+        assert_eq!(v["replayed"], false);
+        assert_eq!(v["content"][0]["type"], "text");
+        let back: Reply = serde_json::from_value(v).unwrap();
+        assert_eq!(back.rule, Some(Rule::WriteDisabled));
+    }
+}

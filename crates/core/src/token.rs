@@ -1,0 +1,453 @@
+//! Step 1 of the gate, and step 8's confirmation: compact JWS tokens signed with Ed25519.
+//!
+//! Tenant, actor and role come only from a token verified here against a public key the DBA
+//! registered; the private keys stay with the identity provider and the channel. Only
+//! `alg: EdDSA` is accepted, the `kid` must be registered for the token's purpose and tenant, and
+//! `exp` is required. A token is never echoed: errors carry a fixed reason code.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ed25519_dalek::pkcs8::{DecodePublicKey, EncodePrivateKey};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Tokens longer than this are refused unread.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+/// Clock skew tolerated for `iat` and a confirmation's `at`.
+pub const SKEW_SECONDS: i64 = 60;
+/// Longest claim string kept (actor, tenant, role); longer is refused.
+pub const MAX_CLAIM_CHARS: usize = 128;
+
+/// What a registered key may sign.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyPurpose {
+    Identity,
+    Channel,
+}
+
+impl KeyPurpose {
+    pub fn parse(s: &str) -> Option<KeyPurpose> {
+        match s {
+            "identity" => Some(KeyPurpose::Identity),
+            "channel" => Some(KeyPurpose::Channel),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyPurpose::Identity => "identity",
+            KeyPurpose::Channel => "channel",
+        }
+    }
+}
+
+/// A public key as the DBA registered it.
+#[derive(Clone, Debug)]
+pub struct RegisteredKey {
+    pub tenant: String,
+    pub purpose: KeyPurpose,
+    pub public_key: [u8; 32],
+    pub active: bool,
+}
+
+/// Why a token was refused. The codes go to the audit row; the token never does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("no token")]
+    Missing,
+    #[error("token is not a compact JWS")]
+    Malformed,
+    #[error("algorithm other than EdDSA")]
+    Algorithm,
+    #[error("token has no kid")]
+    NoKeyId,
+    #[error("kid unknown or inactive")]
+    UnknownKey,
+    #[error("kid registered for another purpose")]
+    WrongPurpose,
+    #[error("kid registered for another tenant")]
+    WrongTenant,
+    #[error("signature does not verify")]
+    Signature,
+    #[error("a required claim is missing or invalid")]
+    Claims,
+    #[error("token expired")]
+    Expired,
+    #[error("token issued in the future")]
+    IssuedInFuture,
+}
+
+impl TokenError {
+    pub fn code(self) -> &'static str {
+        match self {
+            TokenError::Missing => "missing",
+            TokenError::Malformed => "malformed",
+            TokenError::Algorithm => "algorithm",
+            TokenError::NoKeyId => "no_kid",
+            TokenError::UnknownKey => "unknown_kid",
+            TokenError::WrongPurpose => "wrong_purpose",
+            TokenError::WrongTenant => "wrong_tenant",
+            TokenError::Signature => "signature",
+            TokenError::Claims => "claims",
+            TokenError::Expired => "expired",
+            TokenError::IssuedInFuture => "issued_in_future",
+        }
+    }
+}
+
+/// Who is calling: the claims of a verified identity token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub sub: String,
+    pub tenant: String,
+    pub role: String,
+    pub exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<i64>,
+}
+
+/// What the person answered, as the channel delivered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Decline,
+}
+
+/// How the answer reached the channel; a tier-3 challenge must be typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    Typed,
+    Voice,
+}
+
+/// The claims of a verified confirmation token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confirmation {
+    pub proposal: String,
+    pub decision: Decision,
+    pub text: String,
+    /// When the channel received the person's message (seconds since the epoch).
+    pub at: i64,
+    pub exp: i64,
+    #[serde(default = "typed")]
+    pub via: Via,
+}
+
+fn typed() -> Via {
+    Via::Typed
+}
+
+trait Expiring {
+    fn exp(&self) -> i64;
+    fn iat(&self) -> Option<i64>;
+    fn claims_ok(&self) -> bool;
+}
+
+fn bounded(s: &str) -> bool {
+    !s.is_empty() && s.chars().count() <= MAX_CLAIM_CHARS && !s.chars().any(char::is_control)
+}
+
+impl Expiring for Identity {
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+    fn iat(&self) -> Option<i64> {
+        self.iat
+    }
+    fn claims_ok(&self) -> bool {
+        bounded(&self.sub) && bounded(&self.tenant) && bounded(&self.role)
+    }
+}
+
+impl Expiring for Confirmation {
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+    fn iat(&self) -> Option<i64> {
+        Some(self.at)
+    }
+    fn claims_ok(&self) -> bool {
+        bounded(&self.proposal) && self.text.chars().count() <= 1024
+    }
+}
+
+/// The `kid` of a token whose header names EdDSA. Nothing is trusted yet.
+pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
+    let token = token.filter(|t| !t.is_empty()).ok_or(TokenError::Missing)?;
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(TokenError::Malformed);
+    }
+    let header = decode_header(token).map_err(|e| match e.kind() {
+        jsonwebtoken::errors::ErrorKind::Json(_) if header_names_another_alg(token) => {
+            TokenError::Algorithm
+        }
+        _ => TokenError::Malformed,
+    })?;
+    if header.alg != Algorithm::EdDSA {
+        return Err(TokenError::Algorithm);
+    }
+    header.kid.filter(|k| bounded(k)).ok_or(TokenError::NoKeyId)
+}
+
+/// A header that is JSON with an `alg` the library does not even know (such as `none`).
+fn header_names_another_alg(token: &str) -> bool {
+    token
+        .split('.')
+        .next()
+        .and_then(|h| URL_SAFE_NO_PAD.decode(h).ok())
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .is_some_and(|h| h.get("alg").is_some_and(|a| a != "EdDSA"))
+}
+
+fn verify<T: DeserializeOwned + Expiring>(
+    token: &str,
+    key: Option<&RegisteredKey>,
+    purpose: KeyPurpose,
+    now: i64,
+) -> Result<T, TokenError> {
+    let key = key.filter(|k| k.active).ok_or(TokenError::UnknownKey)?;
+    if key.purpose != purpose {
+        return Err(TokenError::WrongPurpose);
+    }
+    let mut validation = Validation::new(Algorithm::EdDSA);
+    // Time is judged below against the database's clock, not the library's.
+    validation.validate_exp = false;
+    validation.validate_aud = false;
+    validation.required_spec_claims.clear();
+    let data = decode::<T>(token, &DecodingKey::from_ed_der(&key.public_key), &validation).map_err(
+        |e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::Signature,
+            jsonwebtoken::errors::ErrorKind::InvalidAlgorithm => TokenError::Algorithm,
+            jsonwebtoken::errors::ErrorKind::Json(_) => TokenError::Claims,
+            _ => TokenError::Malformed,
+        },
+    )?;
+    let claims = data.claims;
+    if !claims.claims_ok() {
+        return Err(TokenError::Claims);
+    }
+    if claims.exp() <= now {
+        return Err(TokenError::Expired);
+    }
+    if claims.iat().is_some_and(|iat| iat > now + SKEW_SECONDS) {
+        return Err(TokenError::IssuedInFuture);
+    }
+    Ok(claims)
+}
+
+/// Verify an identity token against the key its `kid` names (`None`: no such key).
+pub fn verify_identity(
+    token: &str,
+    key: Option<&RegisteredKey>,
+    now: i64,
+) -> Result<Identity, TokenError> {
+    let identity: Identity = verify(token, key, KeyPurpose::Identity, now)?;
+    if key.map(|k| k.tenant.as_str()) != Some(identity.tenant.as_str()) {
+        return Err(TokenError::WrongTenant);
+    }
+    Ok(identity)
+}
+
+/// Verify a confirmation token: signed by a channel key of the caller's `tenant`.
+pub fn verify_confirmation(
+    token: &str,
+    key: Option<&RegisteredKey>,
+    tenant: &str,
+    now: i64,
+) -> Result<Confirmation, TokenError> {
+    let confirmation: Confirmation = verify(token, key, KeyPurpose::Channel, now)?;
+    if key.map(|k| k.tenant.as_str()) != Some(tenant) {
+        return Err(TokenError::WrongTenant);
+    }
+    Ok(confirmation)
+}
+
+/// Parse a public key as a DBA may paste it: the JWK `x` (base64url of the 32 raw bytes) or a
+/// PEM `PUBLIC KEY` block. The bytes must be a valid Ed25519 point.
+pub fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
+    let text = text.trim();
+    let key = if text.starts_with("-----BEGIN PUBLIC KEY-----") {
+        VerifyingKey::from_public_key_pem(text).map_err(|_| "not an Ed25519 PEM public key".to_string())?
+    } else {
+        let raw = URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| "public key must be base64url (JWK x) or PEM".to_string())?;
+        let bytes: [u8; 32] =
+            raw.try_into().map_err(|_| "an Ed25519 public key has 32 bytes".to_string())?;
+        VerifyingKey::from_bytes(&bytes).map_err(|_| "not a valid Ed25519 point".to_string())?
+    };
+    Ok(key.to_bytes())
+}
+
+/// A signing key held by an identity provider or a channel: never by the database.
+pub struct Signer {
+    kid: String,
+    key: SigningKey,
+}
+
+impl Signer {
+    /// A signer from its 32-byte seed.
+    pub fn from_seed(kid: &str, seed: [u8; 32]) -> Signer {
+        Signer { kid: kid.to_string(), key: SigningKey::from_bytes(&seed) }
+    }
+
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    /// The public key as the JWK `x`: what `toolgate.add_key` takes.
+    pub fn public_key(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.key.verifying_key().to_bytes())
+    }
+
+    /// A compact JWS with `alg: EdDSA` and this signer's `kid`.
+    pub fn sign<T: Serialize>(&self, claims: &T) -> String {
+        let der = self.key.to_pkcs8_der().expect("an Ed25519 key always encodes");
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.kid.clone());
+        encode(&header, claims, &EncodingKey::from_ed_der(der.as_bytes()))
+            .expect("signing with a valid key cannot fail")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn signer(kid: &str, n: u8) -> Signer {
+        Signer::from_seed(kid, [n; 32])
+    }
+
+    fn registered(s: &Signer, tenant: &str, purpose: KeyPurpose) -> RegisteredKey {
+        RegisteredKey {
+            tenant: tenant.into(),
+            purpose,
+            public_key: parse_public_key(&s.public_key()).unwrap(),
+            active: true,
+        }
+    }
+
+    fn identity(tenant: &str) -> Identity {
+        Identity { sub: "user-17".into(), tenant: tenant.into(), role: "supervisor".into(), exp: NOW + 600, iat: Some(NOW) }
+    }
+
+    #[test]
+    fn a_good_identity_verifies() {
+        let s = signer("idp-a", 1);
+        let tok = s.sign(&identity("shopping-a"));
+        assert_eq!(key_id(Some(&tok)).unwrap(), "idp-a");
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        assert_eq!(verify_identity(&tok, Some(&key), NOW).unwrap(), identity("shopping-a"));
+    }
+
+    #[test]
+    fn alg_none_is_refused() {
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","kid":"idp-a"}"#);
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&identity("shopping-a")).unwrap());
+        let tok = format!("{header}.{body}.");
+        assert_eq!(key_id(Some(&tok)), Err(TokenError::Algorithm));
+    }
+
+    #[test]
+    fn hs256_keyed_with_the_public_key_is_refused() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("idp-a".into());
+        let tok = encode(&header, &identity("shopping-a"), &EncodingKey::from_secret(&key.public_key).unwrap()).unwrap();
+        assert_eq!(key_id(Some(&tok)), Err(TokenError::Algorithm));
+        assert_eq!(verify_identity(&tok, Some(&key), NOW), Err(TokenError::Algorithm));
+    }
+
+    #[test]
+    fn unknown_inactive_and_foreign_keys_are_refused() {
+        let s = signer("idp-a", 1);
+        let tok = s.sign(&identity("shopping-a"));
+        assert_eq!(verify_identity(&tok, None, NOW), Err(TokenError::UnknownKey));
+        let mut inactive = registered(&s, "shopping-a", KeyPurpose::Identity);
+        inactive.active = false;
+        assert_eq!(verify_identity(&tok, Some(&inactive), NOW), Err(TokenError::UnknownKey));
+        let other_tenant = registered(&s, "shopping-b", KeyPurpose::Identity);
+        assert_eq!(verify_identity(&tok, Some(&other_tenant), NOW), Err(TokenError::WrongTenant));
+        let channel = registered(&s, "shopping-a", KeyPurpose::Channel);
+        assert_eq!(verify_identity(&tok, Some(&channel), NOW), Err(TokenError::WrongPurpose));
+    }
+
+    #[test]
+    fn another_keys_signature_is_refused() {
+        let tok = signer("idp-a", 1).sign(&identity("shopping-a"));
+        let key = registered(&signer("idp-a", 2), "shopping-a", KeyPurpose::Identity);
+        assert_eq!(verify_identity(&tok, Some(&key), NOW), Err(TokenError::Signature));
+    }
+
+    #[test]
+    fn expired_and_future_tokens_are_refused() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let mut old = identity("shopping-a");
+        old.exp = NOW;
+        assert_eq!(verify_identity(&s.sign(&old), Some(&key), NOW), Err(TokenError::Expired));
+        let mut future = identity("shopping-a");
+        future.iat = Some(NOW + 3600);
+        assert_eq!(verify_identity(&s.sign(&future), Some(&key), NOW), Err(TokenError::IssuedInFuture));
+    }
+
+    #[test]
+    fn missing_claims_are_refused() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let no_exp = s.sign(&json!({"sub": "u", "tenant": "shopping-a", "role": "supervisor"}));
+        assert_eq!(verify_identity(&no_exp, Some(&key), NOW), Err(TokenError::Claims));
+        let no_role = s.sign(&json!({"sub": "u", "tenant": "shopping-a", "exp": NOW + 60}));
+        assert_eq!(verify_identity(&no_role, Some(&key), NOW), Err(TokenError::Claims));
+        let empty_sub = s.sign(&json!({"sub": "", "tenant": "shopping-a", "role": "r", "exp": NOW + 60}));
+        assert_eq!(verify_identity(&empty_sub, Some(&key), NOW), Err(TokenError::Claims));
+    }
+
+    #[test]
+    fn tenant_swapped_after_signing_breaks_the_signature() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let tok = s.sign(&identity("shopping-a"));
+        let parts: Vec<&str> = tok.split('.').collect();
+        let forged_body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&identity("shopping-b")).unwrap());
+        let forged = format!("{}.{}.{}", parts[0], forged_body, parts[2]);
+        assert_eq!(verify_identity(&forged, Some(&key), NOW), Err(TokenError::Signature));
+    }
+
+    #[test]
+    fn garbage_is_malformed_and_never_panics() {
+        for t in ["", "a", "a.b", "a.b.c", "....", "eyJhbGciOiJFZERTQSJ9.x.y"] {
+            assert!(key_id(Some(t)).is_err());
+        }
+        assert_eq!(key_id(None), Err(TokenError::Missing));
+        assert_eq!(key_id(Some(&"a".repeat(MAX_TOKEN_BYTES + 1))), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn confirmations_need_a_channel_key_of_the_callers_tenant() {
+        let ch = signer("chan-a", 3);
+        let c = Confirmation { proposal: "p1".into(), decision: Decision::Approve, text: "sim".into(), at: NOW, exp: NOW + 300, via: Via::Typed };
+        let tok = ch.sign(&c);
+        let key = registered(&ch, "shopping-a", KeyPurpose::Channel);
+        assert_eq!(verify_confirmation(&tok, Some(&key), "shopping-a", NOW).unwrap(), c);
+        assert_eq!(verify_confirmation(&tok, Some(&key), "shopping-b", NOW), Err(TokenError::WrongTenant));
+        let as_identity = registered(&ch, "shopping-a", KeyPurpose::Identity);
+        assert_eq!(verify_confirmation(&tok, Some(&as_identity), "shopping-a", NOW), Err(TokenError::WrongPurpose));
+    }
+
+    #[test]
+    fn public_keys_parse_from_jwk_x_only_when_valid() {
+        let s = signer("k", 9);
+        assert!(parse_public_key(&s.public_key()).is_ok());
+        assert!(parse_public_key("not base64!").is_err());
+        assert!(parse_public_key(&URL_SAFE_NO_PAD.encode([1u8; 31])).is_err());
+    }
+}

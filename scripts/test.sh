@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Every test suite, from a fresh clone: set-up, then
+#   1. unit tests of the pure crates (tokens, contract, digest, consent, untrusted text; CLI)
+#   2. #[pg_test] tests inside a pgrx-managed PostgreSQL 15
+#   3. pg_regress scenarios (pg_test/), run as toolgate_agent, on a throwaway cluster
+#   4. client integration tests (tests/) over real connections to that cluster
+# Exits non-zero on the first suite that fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+scripts/setup.sh
+
+root=$(pwd)
+work=$(mktemp -d /tmp/pg_toolgate-test.XXXXXX)
+chmod 711 "$work"
+cleanup() { scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
+trap cleanup EXIT
+step() { printf '\n== %s\n' "$*"; }
+
+step "1/4 unit tests (toolgate-core, toolgate-cli)"
+cargo test --quiet -p toolgate-core -p toolgate-cli
+
+step "2/4 #[pg_test] (cargo pgrx test pg15)"
+mkdir -p "$work/pgrx-data"
+chown postgres: "$work/pgrx-data"
+# The filter keeps the client integration tests (step 4, which need a running server) out.
+cargo pgrx test pg15 --runas postgres --pgdata "$work/pgrx-data" "tests::pg_"
+# That installed a build with the test schema in it; put the real one back.
+scripts/install-extension.sh
+
+step "3/4 pg_regress scenarios as toolgate_agent (pg_test/)"
+port=$(scripts/cluster.sh port "${TOOLGATE_TEST_PORT:-54401}")
+scripts/cluster.sh start "$work/pg" "$port"
+export TOOLGATE_ROOT="$root" TOOLGATE_BIN="$root/target/debug/toolgate" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
+regress=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
+mkdir -p "$work/regress"
+if ! "$regress" --bindir=/usr/lib/postgresql/15/bin --host="$work/pg/socket" --port="$port" --user=postgres \
+    --dbname=toolgate_regress --inputdir="$root/pg_test" --outputdir="$work/regress" --schedule="$root/pg_test/schedule"; then
+    cat "$work/regress/regression.diffs" >&2 || true
+    exit 1
+fi
+
+step "4/4 client integration tests (tests/)"
+TOOLGATE_TEST_HOST="$work/pg/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it" \
+TOOLGATE_TEST_LOG="$work/pg/server.log" cargo test --quiet -p pg_toolgate --test '*'
+
+step "all suites passed"

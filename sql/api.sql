@@ -1,0 +1,139 @@
+-- pg_toolgate: the SQL surface. Every function here is SECURITY DEFINER with a pinned
+-- search_path (pg_temp last and explicit) and schema-qualified SQL inside; finalize.sql decides
+-- who may EXECUTE which.
+
+------------------------------------------------------------------------------------------------
+-- Agent entry points (DESIGN §4). Arguments arrive as jsonb and reach the gate as text, so that
+-- a number Rust cannot hold (1e400) is a schema_invalid outcome rather than an exception.
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION toolgate.read_order(identity text, order_id text) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ SELECT toolgate.gate_read_order(identity, order_id) $$;
+
+CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ SELECT toolgate.gate_request('request_close', identity, conversation_id, args::text) $$;
+
+CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ SELECT toolgate.gate_confirm(identity, confirmation) $$;
+
+COMMENT ON FUNCTION toolgate.read_order(text, text) IS
+    'Read a work order of the caller''s tenant; its note comes back marked as untrusted data.';
+COMMENT ON FUNCTION toolgate.request_close(text, text, jsonb) IS
+    'Ask to close a work order: the whole gate runs; tier >= 1 returns a proposal to confirm.';
+COMMENT ON FUNCTION toolgate.confirm(text, text) IS
+    'Apply or decline a proposal with a channel-signed confirmation token.';
+
+------------------------------------------------------------------------------------------------
+-- DBA surface (DESIGN §4): tenants, keys, tool schemas, policy, kill switch, dry runs.
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION toolgate.add_tenant(tenant_id text, name text) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ INSERT INTO toolgate.tenants (tenant_id, name) VALUES (tenant_id, name) $$;
+
+-- public_key: the JWK "x" (base64url of the 32 raw bytes) or a PEM "PUBLIC KEY" block.
+CREATE FUNCTION toolgate.add_key(tenant_id text, kid text, purpose text, public_key text) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    INSERT INTO toolgate.keys (tenant_id, kid, purpose, public_key)
+    VALUES (tenant_id, kid, purpose, toolgate.parse_public_key(public_key))
+$$;
+
+-- A revoked key verifies nothing from then on; its row stays for the record.
+CREATE FUNCTION toolgate.revoke_key(kid text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    UPDATE toolgate.keys k SET active = false, revoked_at = pg_catalog.now()
+     WHERE k.kid = revoke_key.kid AND k.active;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no active key %', kid USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
+-- A new version of a tool's argument contract; it must compile as draft 2020-12.
+CREATE FUNCTION toolgate.set_tool_schema(tool text, schema jsonb) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    v integer;
+BEGIN
+    PERFORM toolgate.check_tool_schema(schema);
+    SELECT max(s.version) + 1 INTO v FROM toolgate.tool_schemas s WHERE s.tool = set_tool_schema.tool;
+    IF v IS NULL THEN
+        RAISE EXCEPTION 'unknown tool %', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
+    VALUES (tool, v, schema, toolgate.caller());
+    RETURN v;
+END
+$$;
+
+-- Create or replace the (tenant, tool) policy row; every change bumps its version.
+CREATE FUNCTION toolgate.set_policy(
+    tenant_id text,
+    tool text,
+    allowed boolean,
+    roles text[],
+    tier integer,
+    max_value numeric DEFAULT NULL,
+    max_calls_per_conversation integer DEFAULT NULL,
+    confirm_ttl interval DEFAULT interval '5 minutes'
+) RETURNS integer
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, max_value,
+                                        max_calls_per_conversation, confirm_ttl, updated_by)
+    VALUES (tenant_id, tool, allowed, roles, tier, max_value, max_calls_per_conversation,
+            confirm_ttl, toolgate.caller())
+    ON CONFLICT ON CONSTRAINT policies_pkey DO UPDATE SET
+        allowed = excluded.allowed,
+        roles = excluded.roles,
+        tier = excluded.tier,
+        max_value = excluded.max_value,
+        max_calls_per_conversation = excluded.max_calls_per_conversation,
+        confirm_ttl = excluded.confirm_ttl,
+        version = p.version + 1,
+        updated_at = pg_catalog.now(),
+        updated_by = excluded.updated_by
+    RETURNING p.version
+$$;
+
+-- The kill switch, global (tool NULL) or per tool. toolgate_operator may only turn writes off;
+-- turning them back on takes toolgate_admin.
+CREATE FUNCTION toolgate.set_writes_enabled(enabled boolean, tool text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    scope text := coalesce(tool, '*');
+BEGIN
+    IF enabled IS NULL THEN
+        RAISE EXCEPTION 'enabled must be true or false' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF tool IS NOT NULL AND NOT EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = set_writes_enabled.tool) THEN
+        RAISE EXCEPTION 'unknown tool %', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enabled AND NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE') THEN
+        RAISE EXCEPTION 'only toolgate_admin may turn writes on' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE')
+       AND NOT pg_catalog.pg_has_role(who, 'toolgate_operator', 'USAGE') THEN
+        RAISE EXCEPTION 'only toolgate_operator or toolgate_admin may turn writes off'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    INSERT INTO toolgate.write_switches AS w (scope, enabled, changed_by)
+    VALUES (scope, enabled, who)
+    ON CONFLICT ON CONSTRAINT write_switches_pkey DO UPDATE SET
+        enabled = excluded.enabled, changed_at = pg_catalog.now(), changed_by = excluded.changed_by;
+END
+$$;
+
+-- A dry run of a write call: which step would decide and why. Changes nothing.
+CREATE FUNCTION toolgate.explain_call(identity text, tool text, conversation_id text, args jsonb) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ SELECT toolgate.gate_explain(tool, identity, conversation_id, args::text) $$;

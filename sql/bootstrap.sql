@@ -1,0 +1,240 @@
+-- pg_toolgate: roles and tables. Runs before anything else in the extension script.
+--
+-- Every table belongs to the extension owner. Client roles get no table privilege at all
+-- (see finalize.sql): they reach these rows only through the SECURITY DEFINER entry points.
+
+-- Roles are cluster-wide and outlive the extension; create them once.
+DO $roles$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$roles$;
+
+-- Every timestamp in a reply: ISO 8601 in UTC, whatever the session's DateStyle and TimeZone.
+CREATE FUNCTION toolgate.iso_utc(ts timestamptz) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN pg_catalog.to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+
+------------------------------------------------------------------------------------------------
+-- Configuration: tenants, keys, tools, policy, kill switch.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE toolgate.tenants (
+    tenant_id  text PRIMARY KEY CHECK (tenant_id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'),
+    name       text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Public keys only: the private halves stay with the identity provider and the channel.
+CREATE TABLE toolgate.keys (
+    kid        text PRIMARY KEY CHECK (length(kid) BETWEEN 1 AND 128),
+    tenant_id  text NOT NULL REFERENCES toolgate.tenants,
+    purpose    text NOT NULL CHECK (purpose IN ('identity', 'channel')),
+    public_key bytea NOT NULL CHECK (length(public_key) = 32),
+    active     boolean NOT NULL DEFAULT true,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    revoked_at timestamptz
+);
+
+-- The write tools the gate knows. Shipped with the extension.
+CREATE TABLE toolgate.tools (
+    tool        text PRIMARY KEY,
+    sensitive   boolean NOT NULL,
+    description text NOT NULL
+);
+
+-- JSON Schemas (draft 2020-12) per tool, append-only: the newest version is in force and every
+-- audit row names the version that judged it. Version 1 ships with the extension.
+CREATE TABLE toolgate.tool_schemas (
+    tool       text NOT NULL REFERENCES toolgate.tools,
+    version    integer NOT NULL CHECK (version >= 1),
+    schema     jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    created_by text NOT NULL DEFAULT CURRENT_USER,
+    PRIMARY KEY (tool, version)
+);
+
+-- One row per (tenant, tool). No row: the tool is not allowed (fail closed).
+CREATE TABLE toolgate.policies (
+    tenant_id                  text NOT NULL REFERENCES toolgate.tenants,
+    tool                       text NOT NULL REFERENCES toolgate.tools,
+    allowed                    boolean NOT NULL,
+    roles                      text[] NOT NULL,
+    -- 0: applies at once; 1: "yes"; 2: "yes" with the budget shown; 3: typed challenge word.
+    tier                       integer NOT NULL CHECK (tier BETWEEN 0 AND 3),
+    max_value                  numeric(14, 2) CHECK (max_value >= 0),
+    max_calls_per_conversation integer CHECK (max_calls_per_conversation >= 0),
+    confirm_ttl                interval NOT NULL CHECK (confirm_ttl > interval '0'),
+    version                    integer NOT NULL DEFAULT 1,
+    updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_by                 text NOT NULL DEFAULT CURRENT_USER,
+    PRIMARY KEY (tenant_id, tool)
+);
+
+-- Kill switch: scope '*' is global, any other scope is a tool. No row: writes on (policy rows
+-- are what allow a write; a switch can only take it away).
+CREATE TABLE toolgate.write_switches (
+    scope      text PRIMARY KEY,
+    enabled    boolean NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    changed_by text NOT NULL
+);
+
+-- The HMAC key of the audit's args_hmac. Created on first use; readable by the owner only.
+CREATE TABLE toolgate.audit_key (
+    key_id     integer PRIMARY KEY DEFAULT 1 CHECK (key_id = 1),
+    secret     bytea NOT NULL CHECK (length(secret) >= 32),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+------------------------------------------------------------------------------------------------
+-- Gate state: idempotency ledger, proposals, quota.
+------------------------------------------------------------------------------------------------
+
+-- One row per (tenant, tool, idempotency key). 'reserved' never outlives its transaction;
+-- 'pending' waits for a person; 'settled' holds the reply every retry gets back.
+CREATE TABLE toolgate.ledger (
+    tenant_id       text NOT NULL,
+    tool            text NOT NULL,
+    idempotency_key text NOT NULL,
+    args_digest     text NOT NULL,
+    state           text NOT NULL CHECK (state IN ('reserved', 'pending', 'settled')),
+    proposal_id     uuid,
+    reply           jsonb,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    settled_at      timestamptz,
+    PRIMARY KEY (tenant_id, tool, idempotency_key),
+    CHECK ((state = 'settled') = (reply IS NOT NULL))
+);
+
+CREATE TABLE toolgate.proposals (
+    proposal_id     uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
+    tenant_id       text NOT NULL,
+    conversation_id text NOT NULL,
+    actor           text NOT NULL,
+    tool            text NOT NULL,
+    target          text NOT NULL,
+    args            jsonb NOT NULL,
+    args_digest     text NOT NULL,
+    idempotency_key text NOT NULL,
+    text            text NOT NULL,
+    tier            integer NOT NULL CHECK (tier BETWEEN 1 AND 3),
+    challenge       text,
+    schema_version  integer NOT NULL,
+    policy_version  integer NOT NULL,
+    status          text NOT NULL CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied')),
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    expires_at      timestamptz NOT NULL,
+    decided_at      timestamptz,
+    CHECK ((tier = 3) = (challenge IS NOT NULL))
+);
+-- One live proposal per conversation: a new one supersedes the old.
+CREATE UNIQUE INDEX proposals_one_live_per_conversation
+    ON toolgate.proposals (tenant_id, conversation_id) WHERE status = 'live';
+
+-- Calls admitted per (tenant, conversation, tool). The tenant leads the key: conversation ids
+-- are the caller's and may collide across tenants.
+CREATE TABLE toolgate.quota_usage (
+    tenant_id       text NOT NULL,
+    conversation_id text NOT NULL,
+    tool            text NOT NULL,
+    used            integer NOT NULL CHECK (used >= 0),
+    updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (tenant_id, conversation_id, tool)
+);
+
+------------------------------------------------------------------------------------------------
+-- Audit: one append-only row per call, confirmation and read. Never a token, never raw args.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE toolgate.audit (
+    audit_id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    kind            text NOT NULL CHECK (kind IN ('call', 'confirm', 'read')),
+    tenant_id       text,
+    conversation_id text,
+    actor           text,
+    role            text,
+    tool            text NOT NULL,
+    target          text,
+    proposal_id     uuid,
+    outcome         text NOT NULL CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PARTIAL')),
+    rule            text,
+    replayed        boolean NOT NULL DEFAULT false,
+    -- Effects the ERP recorded in this call's transaction.
+    effects         integer NOT NULL DEFAULT 0,
+    detail          jsonb NOT NULL DEFAULT '{}',
+    args_hmac       text,
+    schema_version  integer,
+    policy_version  integer,
+    duration_us     bigint NOT NULL
+);
+CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
+
+CREATE FUNCTION toolgate.audit_is_append_only() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'toolgate.audit is append-only'
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER audit_no_update_or_delete BEFORE UPDATE OR DELETE ON toolgate.audit
+    FOR EACH ROW EXECUTE FUNCTION toolgate.audit_is_append_only();
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.audit
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
+
+------------------------------------------------------------------------------------------------
+-- The synthetic ERP (DESIGN §8): work orders, parts catalogue, purchases, and the record of
+-- close requests the gate made.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE toolgate.work_orders (
+    tenant_id  text NOT NULL REFERENCES toolgate.tenants,
+    order_id   text NOT NULL CHECK (order_id ~ '^[0-9]{1,10}$'),
+    status     text NOT NULL CHECK (status IN ('open', 'close_requested', 'closed')),
+    inspected  boolean NOT NULL DEFAULT false,
+    -- Free text written by third parties: returned as untrusted data, never as instructions.
+    note       text NOT NULL DEFAULT '',
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (tenant_id, order_id)
+);
+
+CREATE TABLE toolgate.close_requests (
+    request_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    order_id        text NOT NULL,
+    reason          text NOT NULL,
+    requested_by    text NOT NULL,
+    idempotency_key text NOT NULL,
+    proposal_id     uuid,
+    requested_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    FOREIGN KEY (tenant_id, order_id) REFERENCES toolgate.work_orders,
+    -- The ERP's own defence in depth: one request per key, whatever the gate does.
+    UNIQUE (tenant_id, idempotency_key)
+);
+
+------------------------------------------------------------------------------------------------
+-- pg_dump keeps configuration and history. Rows the extension ships (schema version 1, the
+-- tools) are recreated by CREATE EXTENSION and are not dumped.
+------------------------------------------------------------------------------------------------
+
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tenants', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.keys', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas', 'WHERE version > 1');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.policies', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.write_switches', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_key', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.ledger', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.proposals', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.work_orders', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests_request_id_seq', '');

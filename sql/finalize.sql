@@ -1,0 +1,39 @@
+-- pg_toolgate: who may do what (DESIGN §2). Runs last. PUBLIC gets nothing; nobody but the
+-- owner may create objects in the schema.
+
+REVOKE ALL ON SCHEMA toolgate FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA toolgate FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA toolgate FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA toolgate FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_agent, toolgate_auditor;
+
+-- The application: the entry points, and nothing else.
+GRANT EXECUTE ON FUNCTION
+    toolgate.read_order(text, text),
+    toolgate.request_close(text, text, jsonb),
+    toolgate.confirm(text, text)
+TO toolgate_agent;
+
+-- The DBA: configuration as rows, through functions that validate and version them.
+GRANT EXECUTE ON FUNCTION
+    toolgate.add_tenant(text, text),
+    toolgate.add_key(text, text, text, text),
+    toolgate.revoke_key(text),
+    toolgate.set_tool_schema(text, jsonb),
+    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval),
+    toolgate.set_writes_enabled(boolean, text),
+    toolgate.explain_call(text, text, text, jsonb)
+TO toolgate_admin;
+GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.tools, toolgate.tool_schemas,
+                toolgate.policies, toolgate.write_switches
+TO toolgate_admin;
+
+-- On-call: turn writes off (the function refuses to turn them on), see the switches.
+GRANT EXECUTE ON FUNCTION toolgate.set_writes_enabled(boolean, text) TO toolgate_operator;
+GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
+
+-- Audit and privacy: the views.
+GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
+                toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
+TO toolgate_auditor, toolgate_admin, toolgate_operator;

@@ -1,0 +1,65 @@
+-- pg_toolgate: what auditors and operators read. Views run with the owner's rights, so
+-- toolgate_auditor reads these and nothing underneath them.
+
+-- One row per call, confirmation and read. No token and no raw argument is ever stored.
+CREATE VIEW toolgate.audit_log AS
+SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
+       outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, duration_us
+  FROM toolgate.audit;
+
+-- The ERP changes the gate really made, per tenant: counted from the ERP's own tables.
+CREATE VIEW toolgate.effects AS
+SELECT c.tenant_id, 'request_close'::text AS tool, c.order_id AS target, c.requested_by AS actor,
+       c.idempotency_key, c.proposal_id, c.requested_at AS at
+  FROM toolgate.close_requests c;
+
+-- Seed 000's counters per tenant, plus the effects the ERP recorded. Calls whose identity
+-- failed have no verified tenant and are counted under tenant_id NULL.
+CREATE VIEW toolgate.panel AS
+WITH calls AS (
+    SELECT a.tenant_id,
+           count(*) FILTER (WHERE a.kind = 'call'
+                              AND a.rule IS DISTINCT FROM 'schema_invalid'
+                              AND a.rule IS DISTINCT FROM 'identity_invalid') AS schema_valid,
+           count(*) FILTER (WHERE a.rule = 'schema_invalid') AS schema_rejected,
+           count(*) FILTER (WHERE a.outcome = 'BLOCKED') AS blocked_actions,
+           count(*) FILTER (WHERE a.replayed) AS duplicates_suppressed,
+           count(*) FILTER (WHERE a.rule = 'human_declined' AND NOT a.replayed) AS confirmation_denied,
+           count(*) FILTER (WHERE a.outcome = 'PARTIAL') AS partial_results
+      FROM toolgate.audit a
+     GROUP BY a.tenant_id
+), made AS (
+    SELECT e.tenant_id, count(*) AS effects FROM toolgate.effects e GROUP BY e.tenant_id
+)
+SELECT coalesce(c.tenant_id, m.tenant_id) AS tenant_id,
+       coalesce(c.schema_valid, 0) AS schema_valid,
+       coalesce(c.schema_rejected, 0) AS schema_rejected,
+       coalesce(c.blocked_actions, 0) AS blocked_actions,
+       coalesce(c.duplicates_suppressed, 0) AS duplicates_suppressed,
+       coalesce(c.confirmation_denied, 0) AS confirmation_denied,
+       coalesce(c.partial_results, 0) AS partial_results,
+       coalesce(m.effects, 0) AS effects
+  FROM calls c FULL JOIN made m ON m.tenant_id = c.tenant_id;
+
+-- Seed 001's three alerts.
+CREATE VIEW toolgate.alert_denials_per_hour AS
+SELECT tenant_id, pg_catalog.date_trunc('hour', at) AS hour, count(*) AS denials
+  FROM toolgate.audit
+ WHERE outcome IN ('BLOCKED', 'REJECTED')
+ GROUP BY tenant_id, pg_catalog.date_trunc('hour', at);
+
+CREATE VIEW toolgate.alert_repeated_denials AS
+SELECT tenant_id, conversation_id, tool, count(*) AS denials, min(at) AS first_at, max(at) AS last_at
+  FROM toolgate.audit
+ WHERE outcome IN ('BLOCKED', 'REJECTED') AND conversation_id IS NOT NULL
+ GROUP BY tenant_id, conversation_id, tool
+HAVING count(*) >= 3;
+
+-- tool_not_allowed for a tool the tenant has no policy row for: injected content pushing the
+-- agent toward a capability it does not have, or a misrouted call. Check configuration first.
+CREATE VIEW toolgate.alert_tool_not_allowed AS
+SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
+  FROM toolgate.audit a
+ WHERE a.rule = 'tool_not_allowed'
+   AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
+ GROUP BY a.tenant_id, a.tool;

@@ -1,0 +1,222 @@
+//! The audit row every call, confirmation and read leaves behind, and the LOG line every denial
+//! writes. Neither ever holds a token or a raw argument: arguments appear only as `args_hmac`.
+
+use pgrx::prelude::*;
+use serde_json::{json, Map, Value};
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, CString};
+use std::time::Instant;
+use toolgate_core::outcome::{Outcome, Reply};
+use toolgate_core::token::Identity;
+
+use crate::gate::Deny;
+use crate::spi;
+
+thread_local! {
+    /// Set while `explain_call` runs a call it will roll back: no LOG line for a dry run.
+    static DRY_RUN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` as a dry run (its audit row is rolled back by the caller; no LOG line is written).
+pub fn dry_run<T>(f: impl FnOnce() -> T) -> T {
+    DRY_RUN.set(true);
+    let out = f();
+    DRY_RUN.set(false);
+    out
+}
+
+/// One step's verdict, kept for `explain_call`.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    pub step: &'static str,
+    pub rule: Option<&'static str>,
+    pub detail: Value,
+}
+
+/// What the audit row will say, filled in as the gate learns it.
+pub struct Audit {
+    kind: &'static str,
+    tool: String,
+    tenant: Option<String>,
+    actor: Option<String>,
+    role: Option<String>,
+    conversation: Option<String>,
+    target: Option<String>,
+    proposal_id: Option<String>,
+    args_hmac: Option<String>,
+    schema_version: Option<i32>,
+    policy_version: Option<i32>,
+    detail: Map<String, Value>,
+    pub steps: Vec<Verdict>,
+    started: Instant,
+}
+
+impl Audit {
+    pub fn start(kind: &'static str, tool: &str) -> Audit {
+        Audit {
+            kind,
+            tool: tool.to_string(),
+            tenant: None,
+            actor: None,
+            role: None,
+            conversation: None,
+            target: None,
+            proposal_id: None,
+            args_hmac: None,
+            schema_version: None,
+            policy_version: None,
+            detail: Map::new(),
+            steps: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Record a step's verdict and pass its result on.
+    pub fn step<T>(&mut self, step: &'static str, result: Result<T, Deny>) -> Result<T, Deny> {
+        let (rule, detail) = match &result {
+            Ok(_) => (None, Value::Null),
+            Err(d) => (Some(d.rule.as_str()), d.detail.clone()),
+        };
+        // A step checked in parts (the contract's conversation id and arguments, the policy row
+        // and the target) shows once: its last verdict.
+        if self.steps.last().is_some_and(|v| v.step == step && v.rule.is_none()) {
+            self.steps.pop();
+        }
+        self.steps.push(Verdict { step, rule, detail });
+        result
+    }
+
+    /// Add what a passing step learned (quota left, tier…) to the last verdict and the detail.
+    pub fn note(&mut self, key: &str, value: Value) {
+        if let Some(last) = self.steps.last_mut() {
+            if !last.detail.is_object() {
+                last.detail = json!({});
+            }
+            last.detail[key] = value.clone();
+        }
+        self.detail.insert(key.to_string(), value);
+    }
+
+    pub fn identity(&mut self, who: &Identity) {
+        self.tenant = Some(who.tenant.clone());
+        self.actor = Some(who.sub.clone());
+        self.role = Some(who.role.clone());
+    }
+    pub fn conversation(&mut self, id: &str) {
+        self.conversation = Some(id.to_string());
+    }
+    pub fn tool(&mut self, tool: &str) {
+        self.tool = tool.to_string();
+    }
+    pub fn target(&mut self, target: &str) {
+        self.target = Some(target.to_string());
+    }
+    pub fn proposal(&mut self, id: &str) {
+        self.proposal_id = Some(id.to_string());
+    }
+    pub fn args(&mut self, hmac: Option<String>, schema_version: Option<i32>) {
+        self.args_hmac = hmac;
+        self.schema_version = schema_version;
+    }
+    pub fn policy_version(&mut self, v: i32) {
+        self.policy_version = Some(v);
+    }
+
+    /// The reply a denial gets; its detail joins the audit row.
+    pub fn denied(&mut self, deny: Deny) -> Reply {
+        if let Value::Object(map) = &deny.detail {
+            self.detail.extend(map.clone());
+        }
+        if !deny.errors.is_empty() {
+            // Where and which keyword, never the message (it may quote the caller's input).
+            let paths: Vec<Value> = deny
+                .errors
+                .iter()
+                .map(|e| json!({"instancePath": e.instance_path, "keyword": e.keyword}))
+                .collect();
+            self.detail.insert("errors".into(), Value::Array(paths));
+        }
+        deny.reply()
+    }
+
+    /// Write the row, and for a denial the LOG line, in the caller's transaction.
+    pub fn record(&self, reply: &Reply) {
+        let rule = reply.rule.map(|r| r.as_str());
+        let detail = Value::Object(self.detail.clone()).to_string();
+        let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        spi::run(
+            "INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, \
+             proposal_id, outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, \
+             duration_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, $11, $12::jsonb, $13, \
+             $14, $15, $16)",
+            &[
+                self.kind.into(),
+                self.tenant.clone().into(),
+                self.conversation.clone().into(),
+                self.actor.clone().into(),
+                self.role.clone().into(),
+                self.tool.clone().into(),
+                self.target.clone().into(),
+                self.proposal_id.clone().into(),
+                reply.outcome.as_str().into(),
+                rule.into(),
+                reply.replayed.into(),
+                detail.into(),
+                self.args_hmac.clone().into(),
+                self.schema_version.into(),
+                self.policy_version.into(),
+                duration_us.into(),
+            ],
+        );
+        if matches!(reply.outcome, Outcome::Rejected | Outcome::Blocked | Outcome::Cancelled) && !DRY_RUN.get() {
+            let line = json!({
+                "event": "toolgate_denial",
+                "kind": self.kind,
+                "tenant": self.tenant,
+                "conversation": self.conversation,
+                "actor": self.actor,
+                "tool": self.tool,
+                "target": self.target,
+                "outcome": reply.outcome.as_str(),
+                "rule": rule,
+                "args_hmac": self.args_hmac,
+            });
+            log_server_only(&line.to_string());
+        }
+    }
+}
+
+/// One line in the server log, never sent to a client, without the statement or its context
+/// (a caller may have put a token in the statement's text).
+fn log_server_only(line: &str) {
+    unsafe extern "C-unwind" {
+        fn errstart(elevel: c_int, domain: *const c_char) -> bool;
+        fn errfinish(filename: *const c_char, lineno: c_int, funcname: *const c_char);
+    }
+    let message = CString::new(line.replace('\0', "")).expect("NULs removed");
+    unsafe {
+        if errstart(pg_sys::LOG_SERVER_ONLY as c_int, std::ptr::null()) {
+            pg_sys::errmsg_internal(c"%s".as_ptr(), message.as_ptr());
+            pg_sys::errhidestmt(true);
+            pg_sys::errhidecontext(true);
+            errfinish(c"audit.rs".as_ptr(), 0, c"toolgate_denial".as_ptr());
+        }
+    }
+}
+
+/// The key of `args_hmac`, created on first use. Only the extension owner can read it.
+pub fn hmac_key() -> Vec<u8> {
+    let read = || {
+        spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))
+    };
+    read().unwrap_or_else(|| {
+        // 32 bytes from two v4 UUIDs: 244 bits of pg_strong_random.
+        spi::run(
+            "INSERT INTO toolgate.audit_key (key_id, secret) VALUES (1, pg_catalog.decode(\
+             pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', ''), \
+             'hex')) ON CONFLICT (key_id) DO NOTHING",
+            &[],
+        );
+        read().expect("the audit key exists once inserted")
+    })
+}

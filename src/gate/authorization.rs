@@ -1,0 +1,109 @@
+//! Step 4: may this caller use this tool at all? The kill switch, the (tenant, tool) policy row
+//! (missing configuration is a denial, never a permissive default), the row's completeness for a
+//! sensitive tool, and the caller's role. The target's tenant is checked by `domain::target`.
+
+use rust_decimal::Decimal;
+use serde_json::json;
+use std::str::FromStr;
+use toolgate_core::outcome::Rule;
+use toolgate_core::token::Identity;
+
+use super::{Deny, Step};
+use crate::audit::Audit;
+use crate::spi;
+
+/// The policy row a call is judged under.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub version: i32,
+    pub tier: i32,
+    pub max_value: Option<Decimal>,
+    pub max_calls: Option<i32>,
+    pub confirm_ttl_seconds: f64,
+}
+
+/// Writes are on for `tool` unless the global switch or the tool's own switch says off.
+pub fn writes_enabled(tool: &str) -> bool {
+    spi::one(
+        "SELECT coalesce(bool_and(enabled), true) FROM toolgate.write_switches WHERE scope IN ('*', $1)",
+        &[tool.into()],
+        |r| spi::col::<bool>(r, 1),
+    )
+    .unwrap_or(false)
+}
+
+struct Row {
+    tenant_has_rows: bool,
+    allowed: Option<bool>,
+    roles: Vec<String>,
+    tier: i32,
+    max_value: Option<String>,
+    max_calls: Option<i32>,
+    ttl: f64,
+    version: i32,
+}
+
+fn policy_row(tenant: &str, tool: &str) -> Row {
+    spi::one(
+        "SELECT EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
+         p.tier, p.max_value::text, p.max_calls_per_conversation, \
+         pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
+         FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2",
+        &[tenant.into(), tool.into()],
+        |r| {
+            Ok(Row {
+                tenant_has_rows: spi::col(r, 1)?,
+                allowed: r.get(2)?,
+                roles: r.get::<Vec<String>>(3)?.unwrap_or_default(),
+                tier: r.get(4)?.unwrap_or(0),
+                max_value: r.get(5)?,
+                max_calls: r.get(6)?,
+                ttl: r.get(7)?.unwrap_or(0.0),
+                version: r.get(8)?.unwrap_or(0),
+            })
+        },
+    )
+    .expect("a LEFT JOIN from one row returns one row")
+}
+
+/// Judge the caller against the kill switch and the policy row.
+pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit) -> Step<Policy> {
+    if !writes_enabled(tool) {
+        return Err(Deny::new(Rule::WriteDisabled));
+    }
+    let row = policy_row(&who.tenant, tool);
+    if row.allowed.is_some() {
+        audit.policy_version(row.version);
+    }
+    match row.allowed {
+        None if !row.tenant_has_rows => {
+            return Err(Deny::because(Rule::ToolNotAllowed, json!({"reason": "tenant_has_no_policy"})))
+        }
+        None => return Err(Deny::because(Rule::ToolNotAllowed, json!({"reason": "no_row_for_tool"}))),
+        Some(false) => return Err(Deny::because(Rule::ToolNotAllowed, json!({"reason": "row_disallows"}))),
+        Some(true) => {}
+    }
+    if sensitive {
+        let missing: Vec<&str> = [
+            ("max_value", row.max_value.is_none()),
+            ("max_calls_per_conversation", row.max_calls.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(name, absent)| absent.then_some(name))
+        .collect();
+        if !missing.is_empty() {
+            return Err(Deny::because(Rule::PolicyIncomplete, json!({"missing": missing})));
+        }
+    }
+    if !row.roles.iter().any(|r| r == &who.role) {
+        return Err(Deny::because(Rule::RoleNotAllowed, json!({"role": who.role})));
+    }
+    let max_value = row.max_value.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"));
+    Ok(Policy {
+        version: row.version,
+        tier: row.tier,
+        max_value,
+        max_calls: row.max_calls,
+        confirm_ttl_seconds: row.ttl,
+    })
+}

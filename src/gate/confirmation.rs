@@ -1,0 +1,186 @@
+//! Step 7 (a write of tier ≥ 1 becomes a proposal a person must read) and the first half of
+//! step 8 (`confirm`: a channel-signed answer bound to that exact proposal).
+
+use serde_json::{json, Value};
+use toolgate_core::consent::{self, Consent};
+use toolgate_core::outcome::{ProposalView, Reply, Rule};
+use toolgate_core::proposal;
+use toolgate_core::token::{self, Confirmation, Identity};
+
+use super::authorization::Policy;
+use super::contract::Checked;
+use super::domain::Intent;
+use super::identity::{refused, registered_key};
+use super::{clock, Deny, Step};
+use crate::spi;
+
+/// Advisory-lock class that serializes proposals within one conversation ("tg").
+const CONVERSATION_LOCK_CLASS: i32 = 0x7467;
+
+/// Store a proposal, superseding the conversation's live one, and return what the person sees.
+pub fn propose(
+    who: &Identity,
+    conversation: &str,
+    tool: &str,
+    args: &Checked,
+    intent: &Intent,
+    policy: &Policy,
+) -> ProposalView {
+    spi::run(
+        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2 || '/' || $3))",
+        &[CONVERSATION_LOCK_CLASS.into(), who.tenant.clone().into(), conversation.into()],
+    );
+    spi::run(
+        "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.now() \
+         WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
+        &[who.tenant.clone().into(), conversation.into()],
+    );
+    let challenge: Option<String> = (policy.tier >= 3).then(|| {
+        spi::one(
+            "SELECT 'CONFIRMAR-' || pg_catalog.upper(pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 6))",
+            &[],
+            |r| spi::col::<String>(r, 1),
+        )
+        .expect("one row")
+    });
+    let text = intent.text(&who.tenant) + &proposal::consent_hint(policy.tier, challenge.as_deref());
+    spi::one(
+        "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
+         args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
+         expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
+         pg_catalog.now() + pg_catalog.make_interval(secs => $14)) \
+         RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
+        &[
+            who.tenant.clone().into(),
+            conversation.into(),
+            who.sub.clone().into(),
+            tool.into(),
+            intent.target().into(),
+            args.value.to_string().into(),
+            args.digest.clone().into(),
+            args.str("idempotency_key").into(),
+            text.clone().into(),
+            policy.tier.into(),
+            challenge.into(),
+            args.schema_version.into(),
+            policy.version.into(),
+            policy.confirm_ttl_seconds.into(),
+        ],
+        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier: policy.tier, expires_at: spi::col(r, 2)? }),
+    )
+    .expect("INSERT … RETURNING returns the row")
+}
+
+/// A proposal as `confirm` finds it, locked.
+pub struct Stored {
+    pub id: String,
+    pub conversation: String,
+    pub actor: String,
+    pub tool: String,
+    pub target: String,
+    pub args: Value,
+    pub digest: String,
+    pub key: String,
+    pub tier: i32,
+    pub challenge: Option<String>,
+    pub status: String,
+    pub unexpired: bool,
+    pub created_epoch: f64,
+    pub schema_version: i32,
+    pub settled_reply: Option<String>,
+}
+
+/// The confirmation token, verified against a channel key of the caller's tenant.
+pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
+    let deny = |e| refused(Rule::ConfirmationInvalid, e);
+    let kid = token::key_id(token).map_err(deny)?;
+    let key = registered_key(&kid);
+    token::verify_confirmation(token.unwrap_or_default(), key.as_ref(), &who.tenant, clock::now()).map_err(deny)
+}
+
+/// The proposal a confirmation names, in the caller's tenant only, locked for the decision.
+pub fn load(who: &Identity, id: &str) -> Step<Stored> {
+    let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
+    let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
+    spi::one(
+        "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
+         p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.now(), \
+         pg_catalog.date_part('epoch', p.created_at), p.schema_version, l.reply::text \
+         FROM toolgate.proposals p LEFT JOIN toolgate.ledger l ON l.tenant_id = p.tenant_id \
+         AND l.tool = p.tool AND l.idempotency_key = p.idempotency_key AND l.proposal_id = p.proposal_id \
+         AND l.state = 'settled' \
+         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE OF p",
+        &[id.into(), who.tenant.clone().into()],
+        |r| {
+            let args: String = spi::col(r, 6)?;
+            Ok(Stored {
+                id: spi::col(r, 1)?,
+                conversation: spi::col(r, 2)?,
+                actor: spi::col(r, 3)?,
+                tool: spi::col(r, 4)?,
+                target: spi::col(r, 5)?,
+                args: serde_json::from_str(&args).expect("jsonb text is JSON"),
+                digest: spi::col(r, 7)?,
+                key: spi::col(r, 8)?,
+                tier: spi::col(r, 9)?,
+                challenge: r.get(10)?,
+                status: spi::col(r, 11)?,
+                unexpired: spi::col(r, 12)?,
+                created_epoch: spi::col(r, 13)?,
+                schema_version: spi::col(r, 14)?,
+                settled_reply: r.get(15)?,
+            })
+        },
+    )
+    .ok_or_else(not_live)
+}
+
+/// What a person's answer means for this proposal.
+pub enum Answer {
+    /// Decided before: the reply it got then.
+    Replay(Reply),
+    Declined,
+    Approved,
+}
+
+/// Judge the answer: the proposal is live, the answer is the proposer's, newer than the proposal,
+/// and says yes in the words the tier requires.
+pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
+    if let (true, Some(reply)) = (matches!(p.status.as_str(), "applied" | "declined"), &p.settled_reply) {
+        let reply: Reply = serde_json::from_str(reply).expect("the ledger stores replies");
+        return Ok(Answer::Replay(reply));
+    }
+    if p.status != "live" || !p.unexpired {
+        let reason = if p.status == "live" { "expired" } else { p.status.as_str() };
+        return Err(Deny::because(Rule::ProposalNotLive, json!({"reason": reason})));
+    }
+    if p.actor != who.sub {
+        return Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "other_actor"})));
+    }
+    // `at` has whole seconds: an answer in the proposal's own second counts as after it.
+    if (c.at as f64) < p.created_epoch.floor() {
+        return Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "older_than_proposal"})));
+    }
+    match consent::judge(c, p.tier, p.challenge.as_deref()) {
+        Consent::Declined => Ok(Answer::Declined),
+        Consent::Approved => Ok(Answer::Approved),
+        Consent::Insufficient => {
+            Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "consent_insufficient", "tier": p.tier})))
+        }
+    }
+}
+
+/// Record the person's decision on the proposal.
+pub fn decide(p: &Stored, status: &'static str) {
+    spi::run(
+        "UPDATE toolgate.proposals SET status = $2, decided_at = pg_catalog.now() WHERE proposal_id = $1::uuid",
+        &[p.id.clone().into(), status.into()],
+    );
+}
+
+/// Mark an expired proposal as such, so the panel and the ledger stop treating it as live.
+pub fn expire(p: &Stored) {
+    if p.status == "live" && !p.unexpired {
+        decide(p, "expired");
+    }
+}

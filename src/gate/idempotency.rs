@@ -1,0 +1,136 @@
+//! Step 3: the idempotency ledger. The key is (tenant, tool, idempotency_key) and carries the
+//! canonical digest of the arguments. Reservation is `INSERT … ON CONFLICT DO NOTHING`: a second
+//! call with the same key waits for the first to commit, then reads what it left.
+
+use serde_json::{json, Value};
+use toolgate_core::outcome::{ProposalView, Reply, Rule};
+use toolgate_core::token::Identity;
+
+use super::contract::Checked;
+use super::{Deny, Step};
+use crate::spi;
+
+/// A ledger key.
+pub struct Key {
+    pub tenant: String,
+    pub tool: String,
+    pub key: String,
+    pub digest: String,
+}
+
+impl Key {
+    pub fn of(who: &Identity, tool: &str, args: &Checked) -> Key {
+        Key {
+            tenant: who.tenant.clone(),
+            tool: tool.to_string(),
+            key: args.str("idempotency_key").to_string(),
+            digest: args.digest.clone(),
+        }
+    }
+}
+
+/// What the ledger says about a key.
+pub enum Reservation {
+    /// This call owns the key until its transaction ends: go on through the gate.
+    Owned,
+    /// The key was settled with these very arguments: this is the reply.
+    Settled(Reply),
+    /// A proposal is waiting for a person under this key: that same proposal.
+    Pending(ProposalView),
+}
+
+struct Existing {
+    digest: String,
+    state: String,
+    reply: Option<String>,
+    proposal: Option<ProposalView>,
+}
+
+fn existing(k: &Key) -> Option<Existing> {
+    spi::one(
+        "SELECT l.args_digest, l.state, l.reply::text, p.proposal_id::text, p.text, p.tier, \
+         toolgate.iso_utc(p.expires_at), \
+         (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
+         FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
+         WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l",
+        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
+        |r| {
+            let live: Option<bool> = r.get(8)?;
+            let proposal = match (live, r.get::<String>(4)?) {
+                (Some(true), Some(id)) => Some(ProposalView {
+                    id,
+                    text: spi::col(r, 5)?,
+                    tier: spi::col(r, 6)?,
+                    expires_at: spi::col(r, 7)?,
+                }),
+                _ => None,
+            };
+            Ok(Existing { digest: spi::col(r, 1)?, state: spi::col(r, 2)?, reply: r.get(3)?, proposal })
+        },
+    )
+}
+
+/// Reserve `k`, or learn what an earlier call with the same key left.
+pub fn reserve(k: &Key) -> Step<Reservation> {
+    for _ in 0..8 {
+        let inserted = spi::run(
+            "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state) \
+             VALUES ($1, $2, $3, $4, 'reserved') ON CONFLICT DO NOTHING RETURNING 1",
+            &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), k.digest.clone().into()],
+        );
+        if inserted == 1 {
+            return Ok(Reservation::Owned);
+        }
+        // The row is committed (ON CONFLICT waited for its writer); lock it and read it. It may
+        // have been released in between: then try the insert again.
+        let Some(row) = existing(k) else { continue };
+        if row.digest != k.digest {
+            return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_arguments"})));
+        }
+        match (row.state.as_str(), row.reply, row.proposal) {
+            ("settled", Some(reply), _) => {
+                let reply: Reply = serde_json::from_str(&reply).expect("the ledger stores replies");
+                return Ok(Reservation::Settled(reply));
+            }
+            ("pending", _, Some(view)) => return Ok(Reservation::Pending(view)),
+            _ => {
+                // A proposal that expired or was superseded settled nothing: take the key over.
+                spi::run(
+                    "UPDATE toolgate.ledger SET state = 'reserved', proposal_id = NULL \
+                     WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
+                    &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
+                );
+                return Ok(Reservation::Owned);
+            }
+        }
+    }
+    panic!("idempotency ledger: the key kept changing under the reservation");
+}
+
+/// A denial settles nothing: give the key back so a later call is judged afresh.
+pub fn release(k: &Key) {
+    spi::run(
+        "DELETE FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3 \
+         AND state = 'reserved'",
+        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
+    );
+}
+
+/// The key now waits for a person's answer to `proposal_id`.
+pub fn pend(k: &Key, proposal_id: &str) {
+    spi::run(
+        "UPDATE toolgate.ledger SET state = 'pending', proposal_id = $4::uuid \
+         WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
+        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), proposal_id.into()],
+    );
+}
+
+/// The key is done: every retry gets `reply` back.
+pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) {
+    let stored: Value = reply.to_json();
+    spi::run(
+        "UPDATE toolgate.ledger SET state = 'settled', reply = $4::jsonb, settled_at = pg_catalog.now() \
+         WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
+        &[tenant.into(), tool.into(), key.into(), stored.to_string().into()],
+    );
+}

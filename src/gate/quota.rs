@@ -1,0 +1,26 @@
+//! Step 6: calls per (tenant, conversation, tool), consumed in one atomic statement. Only calls
+//! that passed steps 1–5 get here, and replays never do, so neither consumes anything.
+
+use serde_json::json;
+use toolgate_core::outcome::Rule;
+
+use super::{Deny, Step};
+use crate::spi;
+
+/// Consume one call of `limit` (no limit: nothing to count). The calls used so far, after this one.
+pub fn consume(tenant: &str, conversation: &str, tool: &str, limit: Option<i32>) -> Step<Option<i32>> {
+    let Some(limit) = limit else { return Ok(None) };
+    let used = if limit < 1 {
+        None
+    } else {
+        spi::one(
+            "INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used) \
+             VALUES ($1, $2, $3, 1) ON CONFLICT (tenant_id, conversation_id, tool) \
+             DO UPDATE SET used = q.used + 1, updated_at = pg_catalog.now() WHERE q.used < $4 \
+             RETURNING used",
+            &[tenant.into(), conversation.into(), tool.into(), limit.into()],
+            |r| spi::col::<i32>(r, 1),
+        )
+    };
+    used.map(Some).ok_or_else(|| Deny::because(Rule::RateOverLimit, json!({"limit": limit})))
+}

@@ -1,0 +1,128 @@
+//! pg_toolgate: the guardrails of an LLM agent that writes to an ERP, inside the database.
+//!
+//! The SQL surface lives in `sql/` (tables, entry points, views, grants); the gate itself in
+//! `gate/`, one module per step of DESIGN §5; the pure decisions in the `toolgate-core` crate.
+
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+mod audit;
+mod entry;
+mod error;
+mod gate;
+mod spi;
+mod subxact;
+
+extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+extension_sql_file!("../sql/tools.sql", name = "tools", requires = ["bootstrap"]);
+extension_sql_file!(
+    "../sql/api.sql",
+    name = "api",
+    requires = ["tools", gate_request, gate_confirm, gate_read_order, gate_explain, parse_public_key, check_tool_schema, caller]
+);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["api"]);
+extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+    use serde_json::json;
+    use toolgate_core::token::Signer;
+
+    /// A tenant with an identity key and a tier-0 close policy; returns a supervisor's token.
+    fn tenant_with_tier0_policy() -> String {
+        let idp = Signer::from_seed("idp-pgtest", [5; 32]);
+        Spi::run("SELECT toolgate.add_tenant('pgtest', 'pg_test tenant')").unwrap();
+        Spi::run_with_args(
+            "SELECT toolgate.add_key('pgtest', 'idp-pgtest', 'identity', $1)",
+            &[idp.public_key().into()],
+        )
+        .unwrap();
+        Spi::run("SELECT toolgate.set_policy('pgtest', 'request_close', true, ARRAY['supervisor'], 0)").unwrap();
+        Spi::run("INSERT INTO toolgate.work_orders VALUES ('pgtest', '1', 'open', true, '', now())").unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        idp.sign(&json!({"sub": "u1", "tenant": "pgtest", "role": "supervisor", "exp": now + 600}))
+    }
+
+    fn call(token: &str, args: &str) -> serde_json::Value {
+        Spi::get_one_with_args::<pgrx::JsonB>(
+            "SELECT toolgate.request_close($1, 'conv', $2::jsonb)",
+            &[token.into(), args.into()],
+        )
+        .unwrap()
+        .unwrap()
+        .0
+    }
+
+    #[pg_test]
+    fn extension_installs_its_roles() {
+        let n = Spi::get_one::<i64>(
+            "SELECT count(*) FROM pg_roles WHERE rolname IN \
+             ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor')",
+        );
+        assert_eq!(n, Ok(Some(4)));
+    }
+
+    #[pg_test(error = "invalid public key: public key must be base64url (JWK x) or PEM")]
+    fn add_key_refuses_what_is_not_a_public_key() {
+        Spi::run("SELECT toolgate.parse_public_key('not a key!')").unwrap();
+    }
+
+    #[pg_test(error = "invalid tool schema: schema does not compile: Resource 'https://example.com/s.json' is not present in a registry and retrieving it failed: `resolve-http` feature or a custom resolver is required to resolve external schemas via HTTP")]
+    fn tool_schemas_never_fetch_remote_refs() {
+        Spi::run(r#"SELECT toolgate.set_tool_schema('request_close', '{"$ref": "https://example.com/s.json"}')"#).unwrap();
+    }
+
+    #[pg_test]
+    fn a_tier0_call_writes_effect_ledger_and_audit_in_its_transaction() {
+        let token = tenant_with_tier0_policy();
+        let reply = call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-a"}"#);
+        assert_eq!(reply["outcome"], "SUCCEEDED", "{reply}");
+        assert_eq!(Spi::get_one::<String>("SELECT status FROM toolgate.work_orders WHERE tenant_id = 'pgtest'"), Ok(Some("close_requested".into())));
+        assert_eq!(Spi::get_one::<String>("SELECT state FROM toolgate.ledger WHERE tenant_id = 'pgtest'"), Ok(Some("settled".into())));
+        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM toolgate.audit WHERE tenant_id = 'pgtest'"), Ok(Some(1)));
+    }
+
+    #[pg_test]
+    fn a_new_schema_version_is_enforced_and_audited() {
+        let token = tenant_with_tier0_policy();
+        let version = Spi::get_one::<i32>(
+            r#"SELECT toolgate.set_tool_schema('request_close', '{
+                "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                "additionalProperties": false, "required": ["order_id", "reason", "idempotency_key"],
+                "properties": {"order_id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
+                               "reason": {"type": "string", "minLength": 30, "maxLength": 120},
+                               "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}}}')"#,
+        );
+        assert_eq!(version, Ok(Some(2)));
+        let reply = call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-b"}"#);
+        assert_eq!(reply["rule"], "schema_invalid");
+        assert_eq!(reply["errors"][0]["instancePath"], "/reason");
+        assert_eq!(Spi::get_one::<i32>("SELECT schema_version FROM toolgate.audit WHERE tenant_id = 'pgtest'"), Ok(Some(2)));
+    }
+
+    #[pg_test]
+    fn caller_inside_security_definer_is_the_role_set_role_left() {
+        Spi::run(
+            "CREATE FUNCTION public.who() RETURNS text LANGUAGE sql SECURITY DEFINER \
+             AS 'SELECT toolgate.caller()'; GRANT EXECUTE ON FUNCTION public.who() TO toolgate_operator",
+        )
+        .unwrap();
+        Spi::run("SET LOCAL ROLE toolgate_operator").unwrap();
+        assert_eq!(Spi::get_one::<String>("SELECT public.who()"), Ok(Some("toolgate_operator".into())));
+        assert_eq!(Spi::get_one::<String>("SELECT current_user::text"), Ok(Some("toolgate_operator".into())));
+    }
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

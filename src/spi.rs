@@ -1,0 +1,52 @@
+//! The one way the gate talks SQL: statements prepared once per backend and kept, run through
+//! SPI, rows mapped into owned Rust values before SPI lets go of them.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::PgOid;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiHeapTupleData, SpiResult};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+thread_local! {
+    static PLANS: RefCell<HashMap<&'static str, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
+/// A row being read.
+pub type Row<'a, 'conn> = &'a SpiHeapTupleData<'conn>;
+
+/// Run `sql` with `args` and map every row with `f`. Every statement is schema-qualified and
+/// runs as the extension owner (the entry points are SECURITY DEFINER).
+pub fn query<T>(
+    sql: &'static str,
+    args: &[DatumWithOid],
+    mut f: impl FnMut(Row) -> SpiResult<T>,
+) -> Vec<T> {
+    let result = Spi::connect_mut(|client| {
+        let table = PLANS.with_borrow_mut(|plans| -> SpiResult<_> {
+            if !plans.contains_key(sql) {
+                let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+                let plan = client.prepare_mut(sql, &oids)?.keep();
+                plans.insert(sql, plan);
+            }
+            client.update(&plans[sql], None, args)
+        })?;
+        table.map(|row| f(&row)).collect::<SpiResult<Vec<T>>>()
+    });
+    result.unwrap_or_else(|e| panic!("toolgate statement failed: {e}"))
+}
+
+/// The first row of `sql`, if any.
+pub fn one<T>(sql: &'static str, args: &[DatumWithOid], f: impl FnMut(Row) -> SpiResult<T>) -> Option<T> {
+    query(sql, args, f).into_iter().next()
+}
+
+/// Run `sql` for its effect; the number of rows it returned.
+pub fn run(sql: &'static str, args: &[DatumWithOid]) -> usize {
+    query(sql, args, |_| Ok(())).len()
+}
+
+/// Column `i` (1-based), which the statement guarantees is not NULL.
+pub fn col<T: IntoDatum + FromDatum>(row: Row, i: usize) -> SpiResult<T> {
+    row.get::<T>(i)?.ok_or(pgrx::spi::SpiError::SpiError(pgrx::spi::SpiErrorCodes::NoAttribute))
+}

@@ -1,0 +1,131 @@
+//! Bypass attempts by the application's own login (a member of toolgate_agent), the position a
+//! prompt-injected agent with a SQL connection would be in. Every one fails with a permission
+//! error; the gate still decides.
+
+mod common;
+
+use common::*;
+use tokio_postgres::error::SqlState;
+use toolgate_cli::db;
+use toolgate_cli::fixture::APP;
+
+async fn tables(lab: &toolgate_cli::fixture::Lab) -> Vec<String> {
+    let root = lab.connect("postgres").await.unwrap();
+    root.query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'toolgate' ORDER BY 1", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn agent_cannot_write_any_table() {
+    let lab = lab("bypass_writes").await;
+    let app = lab.connect(APP).await.unwrap();
+    let all = tables(&lab).await;
+    assert!(all.len() >= 13, "{all:?}");
+    for t in &all {
+        for sql in [
+            format!("INSERT INTO toolgate.{t} DEFAULT VALUES"),
+            format!("UPDATE toolgate.{t} SET tenant_id = tenant_id"),
+            format!("DELETE FROM toolgate.{t}"),
+            format!("TRUNCATE toolgate.{t}"),
+        ] {
+            // Tables without tenant_id fail on the column before the privilege check would; the
+            // privilege check is what every other table shows.
+            let code = refused(&app, &sql).await;
+            assert!(
+                code == SqlState::INSUFFICIENT_PRIVILEGE || code == SqlState::UNDEFINED_COLUMN,
+                "{sql}: {code:?}"
+            );
+        }
+        let code = refused(&app, &format!("DELETE FROM toolgate.{t}")).await;
+        assert_eq!(code, SqlState::INSUFFICIENT_PRIVILEGE, "DELETE FROM {t}");
+    }
+}
+
+#[tokio::test]
+async fn agent_cannot_read_keys_ledger_audit_or_secret() {
+    let lab = lab("bypass_reads").await;
+    let app = lab.connect(APP).await.unwrap();
+    for t in tables(&lab).await {
+        assert_eq!(refused(&app, &format!("SELECT * FROM toolgate.{t}")).await, SqlState::INSUFFICIENT_PRIVILEGE, "{t}");
+    }
+    for v in ["audit_log", "panel", "effects", "alert_denials_per_hour", "alert_repeated_denials", "alert_tool_not_allowed"] {
+        assert_eq!(refused(&app, &format!("SELECT * FROM toolgate.{v}")).await, SqlState::INSUFFICIENT_PRIVILEGE, "{v}");
+    }
+    assert_eq!(
+        refused(&app, "SELECT nextval('toolgate.audit_audit_id_seq')").await,
+        SqlState::INSUFFICIENT_PRIVILEGE
+    );
+}
+
+#[tokio::test]
+async fn agent_cannot_call_internal_or_admin_functions() {
+    let lab = lab("bypass_functions").await;
+    let app = lab.connect(APP).await.unwrap();
+    for call in [
+        "SELECT toolgate.gate_request('request_close', NULL, NULL, NULL)",
+        "SELECT toolgate.gate_confirm(NULL, NULL)",
+        "SELECT toolgate.gate_read_order(NULL, NULL)",
+        "SELECT toolgate.gate_explain('request_close', NULL, NULL, NULL)",
+        "SELECT toolgate.parse_public_key('x')",
+        "SELECT toolgate.check_tool_schema('{}')",
+        "SELECT toolgate.caller()",
+        "SELECT toolgate.iso_utc(now())",
+        "SELECT toolgate.add_tenant('evil', 'Evil')",
+        "SELECT toolgate.add_key('shopping-a', 'evil', 'identity', 'x')",
+        "SELECT toolgate.revoke_key('idp-shopping-a')",
+        "SELECT toolgate.set_policy('shopping-a', 'request_close', true, ARRAY['technician'], 0)",
+        "SELECT toolgate.set_tool_schema('request_close', '{}')",
+        "SELECT toolgate.set_writes_enabled(true)",
+        "SELECT toolgate.explain_call(NULL, 'request_close', 'c', '{}')",
+    ] {
+        assert_eq!(refused(&app, call).await, SqlState::INSUFFICIENT_PRIVILEGE, "{call}");
+    }
+}
+
+#[tokio::test]
+async fn agent_cannot_become_another_role() {
+    let lab = lab("bypass_set_role").await;
+    let app = lab.connect(APP).await.unwrap();
+    for role in ["toolgate_admin", "toolgate_operator", "toolgate_auditor", "postgres"] {
+        assert_eq!(refused(&app, &format!("SET ROLE {role}")).await, SqlState::INSUFFICIENT_PRIVILEGE, "{role}");
+        assert_eq!(
+            refused(&app, &format!("SET SESSION AUTHORIZATION {role}")).await,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            "{role}"
+        );
+    }
+    assert_eq!(refused(&app, "CREATE TABLE toolgate.squat (x int)").await, SqlState::INSUFFICIENT_PRIVILEGE);
+    assert_eq!(refused(&app, "CREATE SCHEMA evil").await, SqlState::INSUFFICIENT_PRIVILEGE);
+}
+
+#[tokio::test]
+async fn temp_objects_named_like_the_gates_change_nothing() {
+    let lab = lab("bypass_temp").await;
+    let root = lab.connect("postgres").await.unwrap();
+    let app = lab.connect(APP).await.unwrap();
+    // Shadows of the gate's tables and functions in the session's temp schema, searched first.
+    app.batch_execute(
+        "CREATE TEMP TABLE work_orders (tenant_id text, order_id text, status text, inspected bool, note text);
+         INSERT INTO work_orders VALUES ('shopping-a', '743', 'open', true, '');
+         CREATE TEMP TABLE policies (tenant_id text, tool text, allowed bool, roles text[], tier int);
+         CREATE TEMP TABLE write_switches (scope text, enabled bool);
+         CREATE TEMP TABLE keys (kid text, tenant_id text);
+         CREATE FUNCTION pg_temp.gate_request(text, text, text, text) RETURNS jsonb
+             LANGUAGE sql AS $$ SELECT '{\"outcome\": \"SUCCEEDED\"}'::jsonb $$;
+         CREATE FUNCTION pg_temp.now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT 'infinity'::timestamptz $$;
+         SET search_path = pg_temp, toolgate, public;",
+    )
+    .await
+    .unwrap();
+    let id = lab.supervisor_a();
+    let cross = db::request_close(&app, &id, "conv-temp", &close_args("743", "temp-743-a")).await.unwrap();
+    assert_eq!(outcome(&cross), ("BLOCKED", "target_not_found"));
+    let real = db::request_close(&app, &id, "conv-temp", &close_args("742", "temp-742-a")).await.unwrap();
+    assert_eq!(outcome(&real), ("NEEDS_CONFIRMATION", "-"));
+    assert_eq!(effects(&root, "743").await, 0);
+    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.proposals WHERE target = '742'").await, 1);
+}

@@ -1,0 +1,57 @@
+//! What every client integration test needs: the running server `scripts/test.sh` started (with
+//! pg_toolgate installed), and a fresh database loaded with seed 000's fixture per test.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+use toolgate_cli::db::Server;
+use toolgate_cli::fixture::Lab;
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the integration tests through scripts/test.sh, which starts the server")
+    })
+}
+
+pub fn server() -> Server {
+    Server { host: var("TOOLGATE_TEST_HOST"), port: var("TOOLGATE_TEST_PORT").parse().expect("a port") }
+}
+
+pub fn keys_dir() -> PathBuf {
+    PathBuf::from(var("TOOLGATE_TEST_KEYS"))
+}
+
+/// A fresh database named after the test, with the fixture loaded.
+pub async fn lab(name: &str) -> Lab {
+    Lab::create(&server(), &format!("it_{name}"), &keys_dir()).await.expect("fixture loads")
+}
+
+pub fn close_args(order_id: &str, key: &str) -> Value {
+    json!({"order_id": order_id, "reason": "Inspeção validada pelo supervisor", "idempotency_key": key})
+}
+
+pub fn outcome(reply: &Value) -> (&str, &str) {
+    (reply["outcome"].as_str().unwrap_or_default(), reply["rule"].as_str().unwrap_or("-"))
+}
+
+pub async fn count(client: &Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.expect(sql).get(0)
+}
+
+/// The ERP's effects for `order_id`.
+pub async fn effects(root: &Client, order_id: &str) -> i64 {
+    root.query_one("SELECT count(*) FROM toolgate.effects WHERE target = $1", &[&order_id])
+        .await
+        .expect("effects")
+        .get(0)
+}
+
+/// The SQLSTATE a statement failed with (panics if it succeeded).
+pub async fn refused(client: &Client, sql: &str) -> SqlState {
+    match client.batch_execute(sql).await {
+        Ok(()) => panic!("{sql} succeeded"),
+        Err(e) => e.code().cloned().unwrap_or_else(|| panic!("{sql}: {e}")),
+    }
+}
