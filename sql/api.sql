@@ -15,6 +15,10 @@ CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$ SELECT toolgate.gate_request('request_close', identity, conversation_id, args::text) $$;
 
+CREATE FUNCTION toolgate.request_purchase_part(identity text, conversation_id text, args jsonb) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ SELECT toolgate.gate_request('request_purchase_part', identity, conversation_id, args::text) $$;
+
 CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$ SELECT toolgate.gate_confirm(identity, confirmation) $$;
@@ -23,6 +27,8 @@ COMMENT ON FUNCTION toolgate.read_order(text, text) IS
     'Read a work order of the caller''s tenant; its note comes back marked as untrusted data.';
 COMMENT ON FUNCTION toolgate.request_close(text, text, jsonb) IS
     'Ask to close a work order: the whole gate runs; tier >= 1 returns a proposal to confirm.';
+COMMENT ON FUNCTION toolgate.request_purchase_part(text, text, jsonb) IS
+    'Ask to buy parts for a work order: value from the catalogue, budget reserved on the effect.';
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
 
@@ -73,7 +79,9 @@ BEGIN
 END
 $$;
 
--- Create or replace the (tenant, tool) policy row; every change bumps its version.
+-- Create or replace the (tenant, tool) policy row. Every call makes a new version and a
+-- policy_history row (who, when, old and new values); the new version is returned. This is the
+-- only way a policy changes for anyone but the owner.
 CREATE FUNCTION toolgate.set_policy(
     tenant_id text,
     tool text,
@@ -82,25 +90,57 @@ CREATE FUNCTION toolgate.set_policy(
     tier integer,
     max_value numeric DEFAULT NULL,
     max_calls_per_conversation integer DEFAULT NULL,
-    confirm_ttl interval DEFAULT interval '5 minutes'
+    confirm_ttl interval DEFAULT interval '5 minutes',
+    tier2_above numeric DEFAULT NULL,
+    tier3_above numeric DEFAULT NULL
 ) RETURNS integer
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
-    INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, max_value,
-                                        max_calls_per_conversation, confirm_ttl, updated_by)
-    VALUES (tenant_id, tool, allowed, roles, tier, max_value, max_calls_per_conversation,
-            confirm_ttl, toolgate.caller())
+DECLARE
+    who text := toolgate.caller();
+    before toolgate.policies;
+    after toolgate.policies;
+BEGIN
+    -- One change at a time per (tenant, tool), so versions never repeat.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('toolgate.policies'),
+                                             pg_catalog.hashtext(tenant_id || '/' || tool));
+    SELECT * INTO before FROM toolgate.policies p
+     WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool;
+    INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
+                                        max_value, max_calls_per_conversation, confirm_ttl, version,
+                                        updated_by)
+    VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
+            max_calls_per_conversation, confirm_ttl, coalesce(before.version, 0) + 1, who)
     ON CONFLICT ON CONSTRAINT policies_pkey DO UPDATE SET
         allowed = excluded.allowed,
         roles = excluded.roles,
         tier = excluded.tier,
+        tier2_above = excluded.tier2_above,
+        tier3_above = excluded.tier3_above,
         max_value = excluded.max_value,
         max_calls_per_conversation = excluded.max_calls_per_conversation,
         confirm_ttl = excluded.confirm_ttl,
-        version = p.version + 1,
+        version = excluded.version,
         updated_at = pg_catalog.now(),
         updated_by = excluded.updated_by
-    RETURNING p.version
+    RETURNING * INTO after;
+    INSERT INTO toolgate.policy_history (tenant_id, tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tenant_id, after.tool, after.version, pg_catalog.now(), who,
+            CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
+            pg_catalog.to_jsonb(after));
+    RETURN after.version;
+END
+$$;
+
+-- The policy row in force for (tenant, tool) at a moment: all NULL when there was none.
+CREATE FUNCTION toolgate.policy_at(tenant_id text, tool text, at timestamptz) RETURNS toolgate.policies
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT (pg_catalog.jsonb_populate_record(NULL::toolgate.policies, h.new)).*
+      FROM toolgate.policy_history h
+     WHERE h.tenant_id = policy_at.tenant_id AND h.tool = policy_at.tool AND h.changed_at <= policy_at.at
+     ORDER BY h.changed_at DESC, h.history_id DESC
+     LIMIT 1
 $$;
 
 -- The kill switch, global (tool NULL) or per tool. toolgate_operator may only turn writes off;

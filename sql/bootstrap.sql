@@ -60,7 +60,8 @@ CREATE TABLE toolgate.tool_schemas (
     PRIMARY KEY (tool, version)
 );
 
--- One row per (tenant, tool). No row: the tool is not allowed (fail closed).
+-- One row per (tenant, tool). No row: the tool is not allowed (fail closed). Changed only
+-- through toolgate.set_policy; every change bumps `version` and leaves a policy_history row.
 CREATE TABLE toolgate.policies (
     tenant_id                  text NOT NULL REFERENCES toolgate.tenants,
     tool                       text NOT NULL REFERENCES toolgate.tools,
@@ -68,14 +69,30 @@ CREATE TABLE toolgate.policies (
     roles                      text[] NOT NULL,
     -- 0: applies at once; 1: "yes"; 2: "yes" with the budget shown; 3: typed challenge word.
     tier                       integer NOT NULL CHECK (tier BETWEEN 0 AND 3),
+    -- A value above these raises the tier to 2 or 3 (purchases).
+    tier2_above                numeric(14, 2) CHECK (tier2_above >= 0),
+    tier3_above                numeric(14, 2) CHECK (tier3_above >= 0),
     max_value                  numeric(14, 2) CHECK (max_value >= 0),
     max_calls_per_conversation integer CHECK (max_calls_per_conversation >= 0),
     confirm_ttl                interval NOT NULL CHECK (confirm_ttl > interval '0'),
     version                    integer NOT NULL DEFAULT 1,
     updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    updated_by                 text NOT NULL DEFAULT CURRENT_USER,
+    updated_by                 text NOT NULL,
     PRIMARY KEY (tenant_id, tool)
 );
+
+-- Every version of every policy row: who changed it, when, from what to what.
+CREATE TABLE toolgate.policy_history (
+    history_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id  text NOT NULL,
+    tool       text NOT NULL,
+    version    integer NOT NULL,
+    changed_at timestamptz NOT NULL,
+    changed_by text NOT NULL,
+    old        jsonb,
+    new        jsonb
+);
+CREATE INDEX policy_history_at ON toolgate.policy_history (tenant_id, tool, changed_at);
 
 -- Kill switch: scope '*' is global, any other scope is a tool. No row: writes on (policy rows
 -- are what allow a write; a switch can only take it away).
@@ -205,6 +222,45 @@ CREATE TABLE toolgate.work_orders (
     PRIMARY KEY (tenant_id, order_id)
 );
 
+-- The parts catalogue: the price and the per-purchase limit come from here, never from a call.
+CREATE TABLE toolgate.parts (
+    tenant_id    text NOT NULL REFERENCES toolgate.tenants,
+    part_id      text NOT NULL CHECK (part_id ~ '^[A-Za-z0-9._-]{1,40}$'),
+    name         text NOT NULL,
+    unit_price   numeric(12, 2) NOT NULL CHECK (unit_price > 0),
+    max_quantity integer NOT NULL CHECK (max_quantity >= 1),
+    PRIMARY KEY (tenant_id, part_id)
+);
+
+-- Budgets per cost centre. `spent` can never pass `budget`: purchases reserve atomically.
+CREATE TABLE toolgate.cost_centers (
+    tenant_id   text NOT NULL REFERENCES toolgate.tenants,
+    cost_center text NOT NULL CHECK (cost_center ~ '^[A-Za-z0-9._-]{1,40}$'),
+    name        text NOT NULL,
+    budget      numeric(14, 2) NOT NULL CHECK (budget >= 0),
+    spent       numeric(14, 2) NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget),
+    PRIMARY KEY (tenant_id, cost_center)
+);
+
+CREATE TABLE toolgate.purchases (
+    purchase_id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    order_id        text NOT NULL,
+    part_id         text NOT NULL,
+    quantity        integer NOT NULL CHECK (quantity >= 1),
+    unit_price      numeric(12, 2) NOT NULL,
+    total           numeric(14, 2) NOT NULL CHECK (total = quantity * unit_price),
+    cost_center     text NOT NULL,
+    requested_by    text NOT NULL,
+    idempotency_key text NOT NULL,
+    proposal_id     uuid,
+    purchased_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    FOREIGN KEY (tenant_id, order_id) REFERENCES toolgate.work_orders,
+    FOREIGN KEY (tenant_id, part_id) REFERENCES toolgate.parts,
+    FOREIGN KEY (tenant_id, cost_center) REFERENCES toolgate.cost_centers,
+    UNIQUE (tenant_id, idempotency_key)
+);
+
 CREATE TABLE toolgate.close_requests (
     request_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id       text NOT NULL,
@@ -228,6 +284,8 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.tenants', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.keys', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas', 'WHERE version > 1');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policies', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history_history_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.write_switches', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_key', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.ledger', '');
@@ -236,5 +294,9 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.work_orders', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.parts', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.cost_centers', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.purchases', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.purchases_purchase_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests_request_id_seq', '');

@@ -12,6 +12,7 @@ GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_ag
 GRANT EXECUTE ON FUNCTION
     toolgate.read_order(text, text),
     toolgate.request_close(text, text, jsonb),
+    toolgate.request_purchase_part(text, text, jsonb),
     toolgate.confirm(text, text)
 TO toolgate_agent;
 
@@ -21,19 +22,22 @@ GRANT EXECUTE ON FUNCTION
     toolgate.add_key(text, text, text, text),
     toolgate.revoke_key(text),
     toolgate.set_tool_schema(text, jsonb),
-    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval),
+    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric),
+    toolgate.policy_at(text, text, timestamptz),
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb)
 TO toolgate_admin;
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.tools, toolgate.tool_schemas,
-                toolgate.policies, toolgate.write_switches
+                toolgate.policies, toolgate.policy_history, toolgate.write_switches
 TO toolgate_admin;
 
 -- On-call: turn writes off (the function refuses to turn them on), see the switches.
 GRANT EXECUTE ON FUNCTION toolgate.set_writes_enabled(boolean, text) TO toolgate_operator;
 GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 
--- Audit and privacy: the views.
+-- Audit and privacy: the views, and which policy was in force when.
+GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
+GRANT SELECT ON toolgate.policy_history TO toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
 TO toolgate_auditor, toolgate_admin, toolgate_operator;

@@ -10,8 +10,12 @@ SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target
 -- The ERP changes the gate really made, per tenant: counted from the ERP's own tables.
 CREATE VIEW toolgate.effects AS
 SELECT c.tenant_id, 'request_close'::text AS tool, c.order_id AS target, c.requested_by AS actor,
-       c.idempotency_key, c.proposal_id, c.requested_at AS at
-  FROM toolgate.close_requests c;
+       c.idempotency_key, c.proposal_id, NULL::numeric AS value, c.requested_at AS at
+  FROM toolgate.close_requests c
+UNION ALL
+SELECT p.tenant_id, 'request_purchase_part', p.order_id, p.requested_by, p.idempotency_key,
+       p.proposal_id, p.total, p.purchased_at
+  FROM toolgate.purchases p;
 
 -- Seed 000's counters per tenant, plus the effects the ERP recorded. Calls whose identity
 -- failed have no verified tenant and are counted under tenant_id NULL.

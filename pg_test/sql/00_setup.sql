@@ -44,4 +44,13 @@ INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected, note) 
     ('shopping-c', '803', 'open', true, ''),
     ('shopping-c', '804', 'open', true, ''),
     ('shopping-c', '805', 'open', true, ''),
-    ('shopping-c', '806', 'open', true, '');
+    ('shopping-c', '806', 'open', true, ''),
+    ('shopping-a', '753', 'open', false, ''),
+    ('shopping-c', '853', 'open', false, '');
+-- For the purchase scenarios: a small budget, a part only shopping-b has.
+INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget) VALUES
+    ('shopping-a', 'CC-PEQ', 'Pequenos reparos', 30.00),
+    ('shopping-c', 'CC-C', 'Manutenção C', 1000.00);
+INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+    ('shopping-b', 'B-ONLY', 'Peça só de B', 5.00, 10),
+    ('shopping-c', 'F-200', 'Filtro de ar', 12.50, 20);

@@ -17,6 +17,11 @@ SELECT r->>'outcome' AS outcome, r->'steps'->-1 AS last_step
        '{"order_id": "742", "reason": "Inspeção validada", "idempotency_key": "explain-742-a"}') r;
 SELECT r->>'rule' AS rule, r->>'decided_by' AS decided_by
   FROM toolgate.explain_call('garbage', 'request_close', 'conv-explain', '{}') r;
+-- A purchase: each step's verdict with the arithmetic, the budget, the quota left and the tier.
+SELECT jsonb_pretty(r->'steps') FROM toolgate.explain_call(:'sup_a', 'request_purchase_part', 'conv-explain',
+       '{"order_id": "753", "part_id": "F-200", "quantity": 9, "cost_center": "CC-MANUT", "idempotency_key": "explain-753-a"}') r;
+SELECT r->>'rule' AS rule, r->'steps'->-1->'detail' AS detail FROM toolgate.explain_call(:'sup_a', 'request_purchase_part', 'conv-explain',
+       '{"order_id": "753", "part_id": "F-200", "quantity": 4, "cost_center": "CC-PEQ", "idempotency_key": "explain-753-b"}') r;
 RESET ROLE;
 SELECT count(*) - :audit_before AS new_audit_rows FROM toolgate.audit;
 SELECT count(*) AS ledger_rows FROM toolgate.ledger WHERE idempotency_key LIKE 'explain-%';

@@ -17,6 +17,8 @@ use crate::spi;
 pub struct Policy {
     pub version: i32,
     pub tier: i32,
+    pub tier2_above: Option<Decimal>,
+    pub tier3_above: Option<Decimal>,
     pub max_value: Option<Decimal>,
     pub max_calls: Option<i32>,
     pub confirm_ttl_seconds: f64,
@@ -37,6 +39,8 @@ struct Row {
     allowed: Option<bool>,
     roles: Vec<String>,
     tier: i32,
+    tier2_above: Option<String>,
+    tier3_above: Option<String>,
     max_value: Option<String>,
     max_calls: Option<i32>,
     ttl: f64,
@@ -46,8 +50,8 @@ struct Row {
 fn policy_row(tenant: &str, tool: &str) -> Row {
     spi::one(
         "SELECT EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
-         p.tier, p.max_value::text, p.max_calls_per_conversation, \
-         pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
+         p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
+         p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
          FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2",
         &[tenant.into(), tool.into()],
         |r| {
@@ -56,10 +60,12 @@ fn policy_row(tenant: &str, tool: &str) -> Row {
                 allowed: r.get(2)?,
                 roles: r.get::<Vec<String>>(3)?.unwrap_or_default(),
                 tier: r.get(4)?.unwrap_or(0),
-                max_value: r.get(5)?,
-                max_calls: r.get(6)?,
-                ttl: r.get(7)?.unwrap_or(0.0),
-                version: r.get(8)?.unwrap_or(0),
+                tier2_above: r.get(5)?,
+                tier3_above: r.get(6)?,
+                max_value: r.get(7)?,
+                max_calls: r.get(8)?,
+                ttl: r.get(9)?.unwrap_or(0.0),
+                version: r.get(10)?.unwrap_or(0),
             })
         },
     )
@@ -98,11 +104,13 @@ pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit)
     if !row.roles.iter().any(|r| r == &who.role) {
         return Err(Deny::because(Rule::RoleNotAllowed, json!({"role": who.role})));
     }
-    let max_value = row.max_value.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"));
+    let decimal = |v: Option<String>| v.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"));
     Ok(Policy {
         version: row.version,
         tier: row.tier,
-        max_value,
+        tier2_above: decimal(row.tier2_above),
+        tier3_above: decimal(row.tier3_above),
+        max_value: decimal(row.max_value),
         max_calls: row.max_calls,
         confirm_ttl_seconds: row.ttl,
     })

@@ -25,6 +25,7 @@ pub fn propose(
     args: &Checked,
     intent: &Intent,
     policy: &Policy,
+    tier: i32,
 ) -> ProposalView {
     spi::run(
         "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2 || '/' || $3))",
@@ -35,7 +36,7 @@ pub fn propose(
          WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
         &[who.tenant.clone().into(), conversation.into()],
     );
-    let challenge: Option<String> = (policy.tier >= 3).then(|| {
+    let challenge: Option<String> = (tier >= 3).then(|| {
         spi::one(
             "SELECT 'CONFIRMAR-' || pg_catalog.upper(pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 6))",
             &[],
@@ -43,7 +44,7 @@ pub fn propose(
         )
         .expect("one row")
     });
-    let text = intent.text(&who.tenant) + &proposal::consent_hint(policy.tier, challenge.as_deref());
+    let text = intent.text(&who.tenant, tier) + &proposal::consent_hint(tier, challenge.as_deref());
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
          args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
@@ -60,13 +61,13 @@ pub fn propose(
             args.digest.clone().into(),
             args.str("idempotency_key").into(),
             text.clone().into(),
-            policy.tier.into(),
+            tier.into(),
             challenge.into(),
             args.schema_version.into(),
             policy.version.into(),
             policy.confirm_ttl_seconds.into(),
         ],
-        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier: policy.tier, expires_at: spi::col(r, 2)? }),
+        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
     )
     .expect("INSERT … RETURNING returns the row")
 }

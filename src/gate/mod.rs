@@ -116,27 +116,35 @@ fn decide(
     let policy = audit.step("authorization", authorized)?;
     let target = audit.step("authorization", domain::target(who, tool, args, false))?;
 
-    // 5. Domain rules against the ERP's current state.
+    // 5. Domain rules against the ERP's current state: value from the catalogue, budget.
     let intent = audit.step("domain", domain::check(args, &policy, &target))?;
-
-    // 6. Quota.
-    let used = audit.step("quota", quota::consume(&who.tenant, conversation, tool, policy.max_calls))?;
-    if let (Some(used), Some(limit)) = (used, policy.max_calls) {
-        audit.note("quota_left", json!(limit - used));
+    if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
+        audit.note("value", arithmetic);
     }
 
-    // 7. Confirmation: tier ≥ 1 becomes a proposal a person must read.
-    if policy.tier >= 1 {
-        let view = confirmation::propose(who, conversation, tool, args, &intent, &policy);
+    // 6. Quota: only calls that passed 1–5 get here.
+    let used = audit.step("quota", quota::consume(&who.tenant, conversation, tool, policy.max_calls))?;
+    if let (Some(used), Some(limit)) = (used, policy.max_calls) {
+        audit.note("quota", json!({"used": used, "limit": limit, "left": limit - used}));
+    }
+
+    // 7. Confirmation: tier ≥ 1 (the row's, raised by the value) becomes a proposal.
+    let tier = intent.tier(&policy);
+    if tier >= 1 {
+        let view = confirmation::propose(who, conversation, tool, args, &intent, &policy, tier);
         audit.step("confirmation", Ok(()))?;
-        audit.note("tier", json!(policy.tier));
+        audit.note("tier", json!(tier));
         audit.proposal(&view.id);
         idempotency::pend(key, &view.id);
         return Ok(Reply::needs_confirmation(view));
     }
 
-    // 8. Effect: tier 0 applies at once.
-    let (result, summary) = audit.step("effect", effect::apply(who, &intent, &key.key, None))?;
+    // 8. Effect: tier 0 applies at once. If the state moved under it, the quota is given back.
+    let applied = effect::apply(who, &intent, &key.key, None);
+    if applied.is_err() && used.is_some() {
+        quota::refund(&who.tenant, conversation, tool);
+    }
+    let (result, summary) = audit.step("effect", applied)?;
     let reply = Reply::succeeded(result, summary);
     idempotency::settle(&key.tenant, tool, &key.key, &reply);
     Ok(reply)
@@ -187,6 +195,17 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
     let policy = audit.step("authorization", authorized)?;
     let target = audit.step("authorization", domain::target(&who, &p.tool, &args, true))?;
     let intent = audit.step("domain", domain::check(&args, &policy, &target))?;
+    if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
+        audit.note("value", arithmetic);
+    }
+    // Consent was given at the proposal's tier; a policy that now asks more needs a new proposal.
+    let tier = intent.tier(&policy);
+    let consented = if tier > p.tier {
+        Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "tier_raised", "tier": tier})))
+    } else {
+        Ok(())
+    };
+    audit.step("confirmation", consented)?;
 
     let (result, summary) = audit.step("effect", effect::apply(&who, &intent, &p.key, Some(&p.id)))?;
     confirmation::decide(&p, "applied");

@@ -24,3 +24,13 @@ pub fn consume(tenant: &str, conversation: &str, tool: &str, limit: Option<i32>)
     };
     used.map(Some).ok_or_else(|| Deny::because(Rule::RateOverLimit, json!({"limit": limit})))
 }
+
+/// Give back the call consumed by a call the effect then refused (its state moved under it):
+/// denials consume nothing. The row is already locked by this transaction.
+pub fn refund(tenant: &str, conversation: &str, tool: &str) {
+    spi::run(
+        "UPDATE toolgate.quota_usage SET used = used - 1 WHERE tenant_id = $1 AND conversation_id = $2 \
+         AND tool = $3 AND used > 0",
+        &[tenant.into(), conversation.into(), tool.into()],
+    );
+}

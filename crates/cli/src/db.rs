@@ -41,6 +41,11 @@ pub async fn request_close(client: &Client, identity: &str, conversation: &str, 
     json(client, "SELECT toolgate.request_close($1, $2, $3)", &[&identity, &conversation, args]).await
 }
 
+/// `toolgate.request_purchase_part(identity, conversation_id, args)`.
+pub async fn request_purchase_part(client: &Client, identity: &str, conversation: &str, args: &Value) -> Result<Value> {
+    json(client, "SELECT toolgate.request_purchase_part($1, $2, $3)", &[&identity, &conversation, args]).await
+}
+
 /// `toolgate.confirm(identity, confirmation)`.
 pub async fn confirm(client: &Client, identity: &str, confirmation: &str) -> Result<Value> {
     json(client, "SELECT toolgate.confirm($1, $2)", &[&identity, &confirmation]).await

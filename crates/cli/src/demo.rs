@@ -170,7 +170,82 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         calls_after == calls_before && effects(&root).await? == 1,
     );
 
-    println!("\n6. Secrets: tokens and private keys appear in no log line and no table");
+    println!("\n6. Purchases for order 741: value from the catalogue, limits, tiers, quota of 3 per conversation");
+    let conv_p = "conv-compras-741";
+    let buy = |part: &str, quantity: i64, key: &str| {
+        json!({"order_id": "741", "part_id": part, "quantity": quantity, "cost_center": "CC-MANUT", "idempotency_key": key})
+    };
+    let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("F-200", 4, "buy-f200-741-a")).await?;
+    show("4 × F-200", &r);
+    println!("    proposal text: {}", r["proposal"]["text"].as_str().unwrap_or_default());
+    let pid = r["proposal"]["id"].as_str().unwrap_or_default().to_string();
+    let yes = keys::confirmation(&lab.a.channel, &pid, "approve", "sim", keys::now(), "typed");
+    tokens.push(yes.clone());
+    let r = db::confirm(&app, &id_a, &yes).await?;
+    show("confirm (sim)", &r);
+    check.that(
+        "a purchase within every limit applies after a \"sim\", priced by the catalogue",
+        verdict(&r) == ("SUCCEEDED".into(), String::new()) && r["result"]["total"] == "50.00",
+    );
+
+    let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("B42-MOTOR", 2, "buy-motor-741-a")).await?;
+    count_blocked(&r);
+    show("2 × B42-MOTOR (R$ 960,00; the limit is R$ 900,00)", &r);
+    check.that("a purchase over the value limit is blocked", verdict(&r) == ("BLOCKED".into(), "value_over_limit".into()));
+
+    let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("B42-MOTOR", 1, "buy-motor-741-b")).await?;
+    show("1 × B42-MOTOR (R$ 480,00: tier 3)", &r);
+    let text = r["proposal"]["text"].as_str().unwrap_or_default().to_string();
+    println!("    proposal text: {text}");
+    let pid = r["proposal"]["id"].as_str().unwrap_or_default().to_string();
+    let plain = keys::confirmation(&lab.a.channel, &pid, "approve", "sim", keys::now(), "typed");
+    tokens.push(plain.clone());
+    let refused = db::confirm(&app, &id_a, &plain).await?;
+    count_blocked(&refused);
+    show("confirm (sim)", &refused);
+    // The person reads the challenge word in the text and types it.
+    let word = text.rsplit(' ').next().unwrap_or_default().to_string();
+    let typed = keys::confirmation(&lab.a.channel, &pid, "approve", &word, keys::now(), "typed");
+    tokens.push(typed.clone());
+    let accepted = db::confirm(&app, &id_a, &typed).await?;
+    show("confirm (the typed word)", &accepted);
+    check.that(
+        "tier 3 refuses a plain \"sim\" and accepts the typed challenge word",
+        verdict(&refused) == ("BLOCKED".into(), "confirmation_invalid".into())
+            && verdict(&accepted) == ("SUCCEEDED".into(), String::new()),
+    );
+
+    let third = db::request_purchase_part(&app, &id_a, conv_p, &buy("F-200", 2, "buy-f200-741-b")).await?;
+    show("2 × F-200 (third call admitted)", &third);
+    let fourth = db::request_purchase_part(&app, &id_a, conv_p, &buy("F-200", 1, "buy-f200-741-c")).await?;
+    count_blocked(&fourth);
+    show("1 × F-200 (fourth)", &fourth);
+    check.that(
+        "the quota admits three calls; the value-limit denial consumed none",
+        third["outcome"] == "NEEDS_CONFIRMATION" && verdict(&fourth) == ("BLOCKED".into(), "rate_over_limit".into()),
+    );
+    let spent = db::json(&root, "SELECT to_jsonb(spent::text) FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'", &[]).await?;
+    println!("    CC-MANUT spent: {spent}");
+    check.that("the budget was charged exactly the two purchases", spent == "530.00");
+
+    println!("\n7. Rollback to read-only: on-call turns writes off");
+    let oncall = lab.connect(ONCALL).await?;
+    oncall.execute("SELECT toolgate.set_writes_enabled(false)", &[]).await?;
+    let r = db::request_close(&app, &id_a, "conv-lab-rollback", &close_args("742", "rollback-close-742")).await?;
+    count_blocked(&r);
+    show("request_close", &r);
+    let read = db::read_order(&app, &id_a, "742").await?;
+    show("read_order 742", &read);
+    check.that("writes are blocked", verdict(&r) == ("BLOCKED".into(), "write_disabled".into()));
+    check.that("read_order still answers", read["outcome"] == "SUCCEEDED");
+    check.that("no new effect while read-only", effects(&root).await? == 3);
+    let reopen = oncall.execute("SELECT toolgate.set_writes_enabled(true)", &[]).await;
+    check.that(
+        "on-call cannot turn writes back on",
+        reopen.is_err_and(|e| e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)),
+    );
+
+    println!("\n8. Secrets: tokens and private keys appear in no log line and no table");
     let mut secrets = tokens.clone();
     for entry in std::fs::read_dir(&lab.keys_dir)? {
         secrets.push(std::fs::read_to_string(entry?.path())?.trim().to_string());
@@ -187,23 +262,6 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     check.that(
         "the audit holds no raw argument",
         !audit.contains("Inspeção validada") && !audit.contains("dangerous_extra"),
-    );
-
-    println!("\n7. Rollback to read-only: on-call turns writes off");
-    let oncall = lab.connect(ONCALL).await?;
-    oncall.execute("SELECT toolgate.set_writes_enabled(false)", &[]).await?;
-    let r = db::request_close(&app, &id_a, "conv-lab-rollback", &close_args("742", "rollback-close-742")).await?;
-    count_blocked(&r);
-    show("request_close", &r);
-    let read = db::read_order(&app, &id_a, "742").await?;
-    show("read_order 742", &read);
-    check.that("writes are blocked", verdict(&r) == ("BLOCKED".into(), "write_disabled".into()));
-    check.that("read_order still answers", read["outcome"] == "SUCCEEDED");
-    check.that("no new effect while read-only", effects(&root).await? == 1);
-    let reopen = oncall.execute("SELECT toolgate.set_writes_enabled(true)", &[]).await;
-    check.that(
-        "on-call cannot turn writes back on",
-        reopen.is_err_and(|e| e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)),
     );
 
     let auditor = lab.connect(AUDITOR).await?;
@@ -231,9 +289,16 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         }
     }
     println!("\nEffects the ERP recorded:");
-    for row in auditor.query("SELECT tenant_id, tool, target, actor, idempotency_key FROM toolgate.effects", &[]).await? {
+    for row in auditor
+        .query(
+            "SELECT tenant_id, tool, target, actor, idempotency_key, coalesce('R$ ' || value::text, '') \
+             FROM toolgate.effects ORDER BY at",
+            &[],
+        )
+        .await?
+    {
         let c = |i: usize| row.get::<_, String>(i);
-        println!("    {} {} {} by {} (key {})", c(0), c(1), c(2), c(3), c(4));
+        println!("    {} {} OS {} by {} (key {}) {}", c(0), c(1), c(2), c(3), c(4), c(5));
     }
     println!("\nAudit summary (kind, outcome, rule, replayed: rows):");
     for row in auditor
@@ -252,8 +317,8 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     }
     println!();
     check.that(
-        &format!("panel of shopping-a: schema_rejected 1, confirmation_denied 1, duplicates_suppressed 1, effects 1, blocked_actions {blocked_a}"),
-        panel_a == Some([1, 1, 1, 1, blocked_a]),
+        &format!("panel of shopping-a: schema_rejected 1, confirmation_denied 1, duplicates_suppressed 1, effects 3, blocked_actions {blocked_a}"),
+        panel_a == Some([1, 1, 1, 3, blocked_a]),
     );
     Ok(check)
 }

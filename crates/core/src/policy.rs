@@ -1,0 +1,75 @@
+//! Policy arithmetic: a purchase's value from the catalogue, the limit it must fit, and the
+//! confirmation tier it needs. Exact decimals only; a float never touches money.
+
+use rust_decimal::Decimal;
+
+/// `quantity × unit_price`, or `None` if it does not fit a decimal.
+pub fn total(quantity: i64, unit_price: Decimal) -> Option<Decimal> {
+    Decimal::from(quantity).checked_mul(unit_price)
+}
+
+/// The confirmation tier a value needs: the row's base tier, raised to 2 above `tier2_above` and
+/// to 3 above `tier3_above`.
+pub fn tier(base: i32, value: Decimal, tier2_above: Option<Decimal>, tier3_above: Option<Decimal>) -> i32 {
+    let mut tier = base;
+    if tier2_above.is_some_and(|limit| value > limit) {
+        tier = tier.max(2);
+    }
+    if tier3_above.is_some_and(|limit| value > limit) {
+        tier = tier.max(3);
+    }
+    tier
+}
+
+/// Money as a person reads it in the proposal: `R$ 1.234,50`.
+pub fn brl(value: Decimal) -> String {
+    let cents = value.round_dp(2);
+    let negative = cents.is_sign_negative() && !cents.is_zero();
+    let text = format!("{:.2}", cents.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push('.');
+        }
+        grouped.push(c);
+    }
+    format!("{}R$ {grouped},{frac}", if negative { "-" } else { "" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn totals_are_exact() {
+        assert_eq!(total(3, d("0.10")), Some(d("0.30")));
+        assert_eq!(total(7, d("12.35")), Some(d("86.45")));
+        assert_eq!(total(i64::MAX, d("79228162514264337593543950335")), None);
+    }
+
+    #[test]
+    fn thresholds_raise_the_tier_and_never_lower_it() {
+        let (t2, t3) = (Some(d("100")), Some(d("400")));
+        assert_eq!(tier(1, d("50"), t2, t3), 1);
+        assert_eq!(tier(1, d("100"), t2, t3), 1);
+        assert_eq!(tier(1, d("100.01"), t2, t3), 2);
+        assert_eq!(tier(1, d("480"), t2, t3), 3);
+        assert_eq!(tier(3, d("1"), t2, t3), 3);
+        assert_eq!(tier(0, d("480"), None, None), 0);
+    }
+
+    #[test]
+    fn money_reads_like_money() {
+        assert_eq!(brl(d("37.5")), "R$ 37,50");
+        assert_eq!(brl(d("1234.5")), "R$ 1.234,50");
+        assert_eq!(brl(d("1000000")), "R$ 1.000.000,00");
+        assert_eq!(brl(d("0")), "R$ 0,00");
+        assert_eq!(brl(d("-962.5")), "-R$ 962,50");
+    }
+}
