@@ -6,6 +6,9 @@
 #   scripts/cluster.sh stop DIR         # stop it (fast)
 #   scripts/cluster.sh psql DIR PORT …  # psql as the superuser `postgres`
 #   scripts/cluster.sh port FIRST       # the first free loopback port from FIRST on
+#
+# PGBIN picks other PostgreSQL 15 binaries (scripts/private-pg.sh); CLUSTER_CONF holds extra
+# postgresql.conf lines for a new cluster (later lines win: `fsync = on` undoes the default).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -46,6 +49,7 @@ log_line_prefix = '%m [%p] %u@%d '
 max_connections = 200
 fsync = off
 synchronous_commit = on
+${CLUSTER_CONF:-}
 CONF
     fi
     # A Rust backtrace in an error DETAIL would reach clients: the server runs without one.

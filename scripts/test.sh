@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every test suite, from a fresh clone: set-up, then
-#   1. unit tests of the pure crates (tokens, contract, digest, consent, untrusted text; CLI)
+#   1. unit tests of the pure crates (tokens, contract, digest, consent, policy, untrusted text; CLI)
 #   2. #[pg_test] tests inside a pgrx-managed PostgreSQL 15
 #   3. pg_regress scenarios (pg_test/), run as toolgate_agent, on a throwaway cluster
-#   4. client integration tests (tests/) over real connections to that cluster
+#   4. isolation specs (pg_test/isolation/): races between sessions, step by step
+#   5. client integration tests (tests/) over real connections
+#   6. the short load with invariants: 32 connections, 2000 calls
 # Exits non-zero on the first suite that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +19,10 @@ cleanup() { scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
 trap cleanup EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-step "1/4 unit tests (toolgate-core, toolgate-cli)"
+step "1/6 unit tests (toolgate-core, toolgate-cli)"
 cargo test --quiet -p toolgate-core -p toolgate-cli
 
-step "2/4 #[pg_test] (cargo pgrx test pg15)"
+step "2/6 #[pg_test] (cargo pgrx test pg15)"
 mkdir -p "$work/pgrx-data"
 chown postgres: "$work/pgrx-data"
 # The filter keeps the client integration tests (step 4, which need a running server) out.
@@ -28,7 +30,7 @@ cargo pgrx test pg15 --runas postgres --pgdata "$work/pgrx-data" "tests::pg_"
 # That installed a build with the test schema in it; put the real one back.
 scripts/install-extension.sh
 
-step "3/4 pg_regress scenarios as toolgate_agent (pg_test/)"
+step "3/6 pg_regress scenarios as toolgate_agent (pg_test/)"
 port=$(scripts/cluster.sh port "${TOOLGATE_TEST_PORT:-54401}")
 scripts/cluster.sh start "$work/pg" "$port"
 export TOOLGATE_ROOT="$root" TOOLGATE_BIN="$root/target/debug/toolgate" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
@@ -40,8 +42,14 @@ if ! "$regress" --bindir=/usr/lib/postgresql/15/bin --host="$work/pg/socket" --p
     exit 1
 fi
 
-step "4/4 client integration tests (tests/)"
+step "4/6 isolation specs (pg_test/isolation/)"
+TOOLGATE_PG_HOST="$work/pg/socket" TOOLGATE_PG_PORT="$port" scripts/isolation.sh
+
+step "5/6 client integration tests (tests/)"
 TOOLGATE_TEST_HOST="$work/pg/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it" \
 TOOLGATE_TEST_LOG="$work/pg/server.log" cargo test --quiet -p pg_toolgate --test '*'
+
+step "6/6 load with invariants, short (scripts/load.sh)"
+TOOLGATE_PG_HOST="$work/pg/socket" TOOLGATE_PG_PORT="$port" scripts/load.sh
 
 step "all suites passed"

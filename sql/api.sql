@@ -5,23 +5,24 @@
 ------------------------------------------------------------------------------------------------
 -- Agent entry points (DESIGN §4). Arguments arrive as jsonb and reach the gate as text, so that
 -- a number Rust cannot hold (1e400) is a schema_invalid outcome rather than an exception.
+-- PL/pgSQL, not SQL: a session plans the inner call once instead of on every call.
 ------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION toolgate.read_order(identity text, order_id text) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ SELECT toolgate.gate_read_order(identity, order_id) $$;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ BEGIN RETURN toolgate.gate_read_order(identity, order_id); END $$;
 
 CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ SELECT toolgate.gate_request('request_close', identity, conversation_id, args::text) $$;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ BEGIN RETURN toolgate.gate_request('request_close', identity, conversation_id, args::text); END $$;
 
 CREATE FUNCTION toolgate.request_purchase_part(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ SELECT toolgate.gate_request('request_purchase_part', identity, conversation_id, args::text) $$;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ BEGIN RETURN toolgate.gate_request('request_purchase_part', identity, conversation_id, args::text); END $$;
 
 CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ SELECT toolgate.gate_confirm(identity, confirmation) $$;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$ BEGIN RETURN toolgate.gate_confirm(identity, confirmation); END $$;
 
 COMMENT ON FUNCTION toolgate.read_order(text, text) IS
     'Read a work order of the caller''s tenant; its note comes back marked as untrusted data.';

@@ -103,12 +103,23 @@ CREATE TABLE toolgate.write_switches (
     changed_by text NOT NULL
 );
 
--- The HMAC key of the audit's args_hmac. Created on first use; readable by the owner only.
+-- Writes are on for `tool` unless the global switch ('*') or the tool's own switch says off.
+-- The gate's one way of reading the switch; SQL and STABLE, so it is inlined where it is used.
+CREATE FUNCTION toolgate.writes_enabled(tool text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN (SELECT coalesce(bool_and(w.enabled), true) FROM toolgate.write_switches w
+         WHERE w.scope IN ('*', writes_enabled.tool));
+
+-- The HMAC key of the audit's args_hmac, readable by the owner only: 32 bytes from two v4
+-- UUIDs (244 bits of pg_strong_random), made once here. Not dumped: a restored database gets a
+-- key of its own (see the README's caveats).
 CREATE TABLE toolgate.audit_key (
     key_id     integer PRIMARY KEY DEFAULT 1 CHECK (key_id = 1),
     secret     bytea NOT NULL CHECK (length(secret) >= 32),
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
+INSERT INTO toolgate.audit_key (secret) VALUES (pg_catalog.decode(pg_catalog.replace(
+    pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', ''), 'hex'));
 
 ------------------------------------------------------------------------------------------------
 -- Gate state: idempotency ledger, proposals, quota.
@@ -287,7 +298,6 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history_history_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.write_switches', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_key', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.proposals', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');

@@ -3,7 +3,7 @@
 
 use pgrx::prelude::*;
 use serde_json::{json, Map, Value};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::time::Instant;
 use toolgate_core::outcome::{Outcome, Reply};
@@ -204,19 +204,19 @@ fn log_server_only(line: &str) {
     }
 }
 
-/// The key of `args_hmac`, created on first use. Only the extension owner can read it.
+thread_local! {
+    static HMAC_KEY: RefCell<Option<(pg_sys::Oid, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+/// The key of `args_hmac`, made by CREATE EXTENSION and kept for the backend's life (it never
+/// changes while the extension exists). Only the extension owner can read it.
 pub fn hmac_key() -> Vec<u8> {
-    let read = || {
-        spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))
-    };
-    read().unwrap_or_else(|| {
-        // 32 bytes from two v4 UUIDs: 244 bits of pg_strong_random.
-        spi::run(
-            "INSERT INTO toolgate.audit_key (key_id, secret) VALUES (1, pg_catalog.decode(\
-             pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', ''), \
-             'hex')) ON CONFLICT (key_id) DO NOTHING",
-            &[],
-        );
-        read().expect("the audit key exists once inserted")
-    })
+    let schema = spi::schema_oid();
+    if let Some(key) = HMAC_KEY.with_borrow(|k| k.as_ref().filter(|(oid, _)| *oid == schema).map(|(_, key)| key.clone())) {
+        return key;
+    }
+    let key = spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))
+        .expect("CREATE EXTENSION made the audit key");
+    HMAC_KEY.set(Some((schema, key.clone())));
+    key
 }

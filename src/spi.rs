@@ -50,3 +50,9 @@ pub fn run(sql: &'static str, args: &[DatumWithOid]) -> usize {
 pub fn col<T: IntoDatum + FromDatum>(row: Row, i: usize) -> SpiResult<T> {
     row.get::<T>(i)?.ok_or(pgrx::spi::SpiError::SpiError(pgrx::spi::SpiErrorCodes::NoAttribute))
 }
+
+/// The OID of the `toolgate` schema: it changes when the extension is dropped and created again,
+/// so per-backend caches of its rows key on it and never outlive the rows they copy.
+pub fn schema_oid() -> pgrx::pg_sys::Oid {
+    unsafe { pgrx::pg_sys::get_namespace_oid(c"toolgate".as_ptr(), true) }
+}

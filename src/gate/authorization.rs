@@ -26,15 +26,11 @@ pub struct Policy {
 
 /// Writes are on for `tool` unless the global switch or the tool's own switch says off.
 pub fn writes_enabled(tool: &str) -> bool {
-    spi::one(
-        "SELECT coalesce(bool_and(enabled), true) FROM toolgate.write_switches WHERE scope IN ('*', $1)",
-        &[tool.into()],
-        |r| spi::col::<bool>(r, 1),
-    )
-    .unwrap_or(false)
+    spi::one("SELECT toolgate.writes_enabled($1)", &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
 }
 
 struct Row {
+    writes_enabled: bool,
     tenant_has_rows: bool,
     allowed: Option<bool>,
     roles: Vec<String>,
@@ -47,25 +43,28 @@ struct Row {
     version: i32,
 }
 
+/// The kill switch and the (tenant, tool) policy row, read in one statement.
 fn policy_row(tenant: &str, tool: &str) -> Row {
     spi::one(
-        "SELECT EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
+        "SELECT toolgate.writes_enabled($2), EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), \
+         p.allowed, p.roles, \
          p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
          p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
          FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2",
         &[tenant.into(), tool.into()],
         |r| {
             Ok(Row {
-                tenant_has_rows: spi::col(r, 1)?,
-                allowed: r.get(2)?,
-                roles: r.get::<Vec<String>>(3)?.unwrap_or_default(),
-                tier: r.get(4)?.unwrap_or(0),
-                tier2_above: r.get(5)?,
-                tier3_above: r.get(6)?,
-                max_value: r.get(7)?,
-                max_calls: r.get(8)?,
-                ttl: r.get(9)?.unwrap_or(0.0),
-                version: r.get(10)?.unwrap_or(0),
+                writes_enabled: spi::col(r, 1)?,
+                tenant_has_rows: spi::col(r, 2)?,
+                allowed: r.get(3)?,
+                roles: r.get::<Vec<String>>(4)?.unwrap_or_default(),
+                tier: r.get(5)?.unwrap_or(0),
+                tier2_above: r.get(6)?,
+                tier3_above: r.get(7)?,
+                max_value: r.get(8)?,
+                max_calls: r.get(9)?,
+                ttl: r.get(10)?.unwrap_or(0.0),
+                version: r.get(11)?.unwrap_or(0),
             })
         },
     )
@@ -74,10 +73,10 @@ fn policy_row(tenant: &str, tool: &str) -> Row {
 
 /// Judge the caller against the kill switch and the policy row.
 pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit) -> Step<Policy> {
-    if !writes_enabled(tool) {
+    let row = policy_row(&who.tenant, tool);
+    if !row.writes_enabled {
         return Err(Deny::new(Rule::WriteDisabled));
     }
-    let row = policy_row(&who.tenant, tool);
     if row.allowed.is_some() {
         audit.policy_version(row.version);
     }

@@ -103,14 +103,11 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
 pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
-    spi::one(
+    let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.now(), \
-         pg_catalog.date_part('epoch', p.created_at), p.schema_version, l.reply::text \
-         FROM toolgate.proposals p LEFT JOIN toolgate.ledger l ON l.tenant_id = p.tenant_id \
-         AND l.tool = p.tool AND l.idempotency_key = p.idempotency_key AND l.proposal_id = p.proposal_id \
-         AND l.state = 'settled' \
-         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE OF p",
+         pg_catalog.date_part('epoch', p.created_at), p.schema_version \
+         FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
         &[id.into(), who.tenant.clone().into()],
         |r| {
             let args: String = spi::col(r, 6)?;
@@ -129,11 +126,20 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 unexpired: spi::col(r, 12)?,
                 created_epoch: spi::col(r, 13)?,
                 schema_version: spi::col(r, 14)?,
-                settled_reply: r.get(15)?,
+                settled_reply: None,
             })
         },
     )
-    .ok_or_else(not_live)
+    .ok_or_else(not_live)?;
+    // A statement of its own, after the lock: joined into the locking one, the ledger would be
+    // read as it was before a concurrent confirmation of this proposal committed.
+    stored.settled_reply = spi::one(
+        "SELECT reply::text FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 \
+         AND idempotency_key = $3 AND proposal_id = $4::uuid AND state = 'settled'",
+        &[who.tenant.clone().into(), stored.tool.clone().into(), stored.key.clone().into(), stored.id.clone().into()],
+        |r| spi::col::<String>(r, 1),
+    );
+    Ok(stored)
 }
 
 /// What a person's answer means for this proposal.

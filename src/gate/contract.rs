@@ -13,7 +13,9 @@ use crate::audit::{self, Audit};
 use crate::spi;
 
 thread_local! {
-    static CONTRACTS: RefCell<HashMap<(String, i32), Rc<Contract>>> = RefCell::new(HashMap::new());
+    /// Compiled schemas by (schema OID, tool, version): a version's text never changes while the
+    /// extension exists, and the schema OID changes when it is created again.
+    static CONTRACTS: RefCell<HashMap<(pgrx::pg_sys::Oid, String, i32), Rc<Contract>>> = RefCell::new(HashMap::new());
 }
 
 /// Arguments that passed the contract.
@@ -46,7 +48,7 @@ fn tool(tool: &str) -> Option<(i32, bool)> {
 }
 
 fn compiled(tool: &str, version: i32) -> Rc<Contract> {
-    let key = (tool.to_string(), version);
+    let key = (spi::schema_oid(), tool.to_string(), version);
     if let Some(c) = CONTRACTS.with_borrow(|m| m.get(&key).cloned()) {
         return c;
     }

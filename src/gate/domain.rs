@@ -107,25 +107,17 @@ fn decimal(text: String) -> Decimal {
     Decimal::from_str(&text).expect("numeric text is a decimal")
 }
 
-/// Another tenant's order is exactly as missing as one that does not exist. `lock` takes the
-/// row for the effect that follows.
-fn order(tenant: &str, order_id: &str, lock: bool) -> Option<Order> {
-    let map = |r: spi::Row| Ok(Order { order_id: spi::col(r, 1)?, status: spi::col(r, 2)?, inspected: spi::col(r, 3)? });
-    let args = [tenant.into(), order_id.into()];
-    if lock {
-        spi::one(
-            "SELECT order_id, status, inspected FROM toolgate.work_orders \
-             WHERE tenant_id = $1 AND order_id = $2 FOR UPDATE",
-            &args,
-            map,
-        )
-    } else {
-        spi::one(
-            "SELECT order_id, status, inspected FROM toolgate.work_orders WHERE tenant_id = $1 AND order_id = $2",
-            &args,
-            map,
-        )
-    }
+/// Another tenant's order is exactly as missing as one that does not exist. The row is locked
+/// until the call's transaction ends: its state cannot move between the rules and the effect,
+/// and the effect's own statements, run after any wait for this lock, see the kill switch as it
+/// is by then.
+fn order(tenant: &str, order_id: &str) -> Option<Order> {
+    spi::one(
+        "SELECT order_id, status, inspected FROM toolgate.work_orders \
+         WHERE tenant_id = $1 AND order_id = $2 FOR UPDATE",
+        &[tenant.into(), order_id.into()],
+        |r| Ok(Order { order_id: spi::col(r, 1)?, status: spi::col(r, 2)?, inspected: spi::col(r, 3)? }),
+    )
 }
 
 fn part(tenant: &str, part_id: &str) -> Option<Part> {
@@ -155,13 +147,13 @@ fn cost_center(tenant: &str, cost_center: &str) -> Option<CostCenter> {
 
 /// The target of a call, in the caller's tenant, or `target_not_found` (which part of it is
 /// missing is not said: another tenant's row and no row look the same).
-pub fn target(who: &Identity, tool: &str, args: &Checked, lock: bool) -> Step<Target> {
+pub fn target(who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     let t = &who.tenant;
     match tool {
-        "request_close" => order(t, args.str("order_id"), lock).map(Target::Close),
+        "request_close" => order(t, args.str("order_id")).map(Target::Close),
         "request_purchase_part" => (|| {
             Some(Target::Purchase {
-                order: order(t, args.str("order_id"), lock)?,
+                order: order(t, args.str("order_id"))?,
                 part: part(t, args.str("part_id"))?,
                 cost_center: cost_center(t, args.str("cost_center"))?,
             })

@@ -5,25 +5,34 @@ use serde_json::{json, Value};
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::Identity;
 
+use super::authorization::writes_enabled;
 use super::domain::Intent;
 use super::{Deny, Step};
 use crate::spi;
 
-/// Apply `intent` for `who`. The state is checked again in the same statement that changes it.
+/// Why a guarded write changed nothing: writes were turned off while the call waited for its
+/// rows, or (`otherwise`) the state the rules checked moved.
+fn refused(tool: &str, otherwise: Deny) -> Deny {
+    if writes_enabled(tool) {
+        otherwise
+    } else {
+        Deny::because(Rule::WriteDisabled, json!({"reason": "turned_off_meanwhile"}))
+    }
+}
+
+/// Apply `intent` for `who`. Each write re-checks the state and the kill switch in the statement
+/// that makes it; the rows it writes were locked before that statement began (the order by the
+/// target step, the cost centre here), so a switch turned off during a wait is seen.
 pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&str>) -> Step<(Value, String)> {
     match intent {
         Intent::Close { order_id, reason } => {
-            let changed = spi::run(
-                "UPDATE toolgate.work_orders SET status = 'close_requested', updated_at = pg_catalog.now() \
-                 WHERE tenant_id = $1 AND order_id = $2 AND status = 'open' AND inspected RETURNING 1",
-                &[who.tenant.clone().into(), order_id.clone().into()],
-            );
-            if changed == 0 {
-                return Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"})));
-            }
             let request_id = spi::one(
-                "INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, \
-                 idempotency_key, proposal_id) VALUES ($1, $2, $3, $4, $5, $6::uuid) RETURNING request_id",
+                "WITH changed AS (UPDATE toolgate.work_orders SET status = 'close_requested', \
+                 updated_at = pg_catalog.now() WHERE tenant_id = $1 AND order_id = $2 AND status = 'open' \
+                 AND inspected AND toolgate.writes_enabled('request_close') RETURNING tenant_id, order_id) \
+                 INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, \
+                 idempotency_key, proposal_id) SELECT tenant_id, order_id, $3, $4, $5, $6::uuid FROM changed \
+                 RETURNING request_id",
                 &[
                     who.tenant.clone().into(),
                     order_id.clone().into(),
@@ -34,35 +43,30 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                 ],
                 |r| spi::col::<i64>(r, 1),
             )
-            .expect("INSERT … RETURNING returns the row");
+            .ok_or_else(|| {
+                refused("request_close", Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"})))
+            })?;
             Ok((
                 json!({"order_id": order_id, "status": "close_requested", "request_id": request_id}),
                 format!("Close of work order {order_id} requested (ERP request {request_id})."),
             ))
         }
         Intent::Purchase { order_id, part_id, quantity, unit_price, total, cost_center, .. } => {
-            // The order must still be open; FOR SHARE keeps a concurrent close out until commit.
-            let open = spi::run(
-                "SELECT 1 FROM toolgate.work_orders WHERE tenant_id = $1 AND order_id = $2 \
-                 AND status = 'open' FOR SHARE",
-                &[who.tenant.clone().into(), order_id.clone().into()],
+            spi::run(
+                "SELECT 1 FROM toolgate.cost_centers WHERE tenant_id = $1 AND cost_center = $2 FOR UPDATE",
+                &[who.tenant.clone().into(), cost_center.clone().into()],
             );
-            if open == 0 {
-                return Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"})));
-            }
-            // Reserve the total: one statement, so parallel purchases can never overspend.
-            let left = spi::one(
-                "UPDATE toolgate.cost_centers SET spent = spent + $3::numeric \
-                 WHERE tenant_id = $1 AND cost_center = $2 AND spent + $3::numeric <= budget \
-                 RETURNING (budget - spent)::text",
-                &[who.tenant.clone().into(), cost_center.clone().into(), total.to_string().into()],
-                |r| spi::col::<String>(r, 1),
-            )
-            .ok_or_else(|| Deny::because(Rule::BudgetExceeded, json!({"reason": "budget_taken_meanwhile"})))?;
-            let purchase_id = spi::one(
-                "INSERT INTO toolgate.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, \
+            // Charge the total and record the purchase in one statement: parallel purchases can
+            // never overspend, and `spent <= budget` holds in the table too.
+            let (purchase_id, left) = spi::one(
+                "WITH charged AS (UPDATE toolgate.cost_centers SET spent = spent + $6::numeric \
+                 WHERE tenant_id = $1 AND cost_center = $7 AND spent + $6::numeric <= budget \
+                 AND toolgate.writes_enabled('request_purchase_part') \
+                 RETURNING cost_center, (budget - spent)::text AS left_after) \
+                 INSERT INTO toolgate.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, \
                  cost_center, requested_by, idempotency_key, proposal_id) \
-                 VALUES ($1, $2, $3, $4, $5::numeric, $6::numeric, $7, $8, $9, $10::uuid) RETURNING purchase_id",
+                 SELECT $1, $2, $3, $4, $5::numeric, $6::numeric, c.cost_center, $8, $9, $10::uuid FROM charged c \
+                 RETURNING purchase_id, (SELECT left_after FROM charged)",
                 &[
                     who.tenant.clone().into(),
                     order_id.clone().into(),
@@ -75,9 +79,14 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                     key.into(),
                     proposal_id.into(),
                 ],
-                |r| spi::col::<i64>(r, 1),
+                |r| Ok((spi::col::<i64>(r, 1)?, spi::col::<String>(r, 2)?)),
             )
-            .expect("INSERT … RETURNING returns the row");
+            .ok_or_else(|| {
+                refused(
+                    "request_purchase_part",
+                    Deny::because(Rule::BudgetExceeded, json!({"reason": "budget_taken_meanwhile"})),
+                )
+            })?;
             Ok((
                 json!({
                     "purchase_id": purchase_id, "order_id": order_id, "part_id": part_id, "quantity": quantity,

@@ -1,11 +1,30 @@
 //! Step 1: who is calling, from a verified Ed25519 token only (DESIGN §3).
+//!
+//! A backend remembers the tokens whose signature it verified, keyed by the exact token text, so
+//! an agent's repeated calls skip the Ed25519 check. Nothing else is skipped: every call still
+//! reads the key row (a revoked or replaced key fails at once) and judges `exp` on the clock.
 
 use serde_json::json;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::{self, Identity, KeyPurpose, RegisteredKey, TokenError};
 
 use super::{clock, Deny, Step};
 use crate::spi;
+
+/// Verified tokens a backend keeps; past this, the expired ones go, then all.
+const VERIFIED_LIMIT: usize = 4096;
+
+struct Verified {
+    identity: Identity,
+    kid: String,
+    public_key: [u8; 32],
+}
+
+thread_local! {
+    static VERIFIED: RefCell<HashMap<String, Verified>> = RefCell::new(HashMap::new());
+}
 
 /// The key a `kid` names, active or not.
 pub fn registered_key(kid: &str) -> Option<RegisteredKey> {
@@ -30,10 +49,48 @@ pub fn refused(rule: Rule, e: TokenError) -> Deny {
     Deny::because(rule, json!({"reason": e.code()}))
 }
 
+/// A token this backend verified, if its key is still the one that verified it.
+fn remembered(token: &str, now: i64) -> Option<Result<Identity, TokenError>> {
+    let (kid, public_key, tenant) =
+        VERIFIED.with_borrow(|v| v.get(token).map(|h| (h.kid.clone(), h.public_key, h.identity.tenant.clone())))?;
+    let still = registered_key(&kid).is_some_and(|k| {
+        k.active && k.purpose == KeyPurpose::Identity && k.public_key == public_key && k.tenant == tenant
+    });
+    if !still {
+        VERIFIED.with_borrow_mut(|v| v.remove(token));
+        return None;
+    }
+    VERIFIED.with_borrow(|v| {
+        let identity = &v.get(token)?.identity;
+        Some(if identity.exp <= now { Err(TokenError::Expired) } else { Ok(identity.clone()) })
+    })
+}
+
+fn remember(token: &str, kid: String, key: &RegisteredKey, identity: &Identity, now: i64) {
+    VERIFIED.with_borrow_mut(|v| {
+        if v.len() >= VERIFIED_LIMIT {
+            v.retain(|_, h| h.identity.exp > now);
+            if v.len() >= VERIFIED_LIMIT {
+                v.clear();
+            }
+        }
+        v.insert(token.to_string(), Verified { identity: identity.clone(), kid, public_key: key.public_key });
+    });
+}
+
 /// Verify an identity token.
 pub fn verify(token: Option<&str>) -> Step<Identity> {
     let deny = |e| refused(Rule::IdentityInvalid, e);
+    let now = clock::now();
+    if let Some(verdict) = token.and_then(|t| remembered(t, now)) {
+        return verdict.map_err(deny);
+    }
     let kid = token::key_id(token).map_err(deny)?;
     let key = registered_key(&kid);
-    token::verify_identity(token.unwrap_or_default(), key.as_ref(), clock::now()).map_err(deny)
+    let token = token.unwrap_or_default();
+    let identity = token::verify_identity(token, key.as_ref(), now).map_err(deny)?;
+    if let Some(key) = &key {
+        remember(token, kid, key, &identity, now);
+    }
+    Ok(identity)
 }

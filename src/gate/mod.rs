@@ -114,7 +114,7 @@ fn decide(
     // 4. Authorization: kill switch, policy row, role, then the target in the caller's tenant.
     let authorized = authorization::authorize(who, tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
-    let target = audit.step("authorization", domain::target(who, tool, args, false))?;
+    let target = audit.step("authorization", domain::target(who, tool, args))?;
 
     // 5. Domain rules against the ERP's current state: value from the catalogue, budget.
     let intent = audit.step("domain", domain::check(args, &policy, &target))?;
@@ -193,7 +193,7 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
     audit.args(Some(digest::args_hmac(&crate::audit::hmac_key(), &p.args)), Some(p.schema_version));
     let authorized = authorization::authorize(&who, &p.tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
-    let target = audit.step("authorization", domain::target(&who, &p.tool, &args, true))?;
+    let target = audit.step("authorization", domain::target(&who, &p.tool, &args))?;
     let intent = audit.step("domain", domain::check(&args, &policy, &target))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);

@@ -1,10 +1,12 @@
 //! The `toolgate` command's library: key files, tokens, database helpers, the fixture loader and
 //! the demo. The integration tests use the same pieces.
 
+pub mod bench;
 pub mod db;
 pub mod demo;
 pub mod fixture;
 pub mod keys;
+pub mod load;
 
 /// Errors of the command and its tests.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

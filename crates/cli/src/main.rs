@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{demo, keys};
+use toolgate_cli::{bench, demo, keys, load};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -82,6 +82,55 @@ enum Command {
         #[arg(long)]
         server_log: Option<PathBuf>,
     },
+    /// Drive concurrent connections through a bounded, seeded mix of calls, then check the
+    /// invariants from the tables; exits 1 on any violation (scripts/load.sh, crash.sh, failover.sh).
+    Load {
+        /// Socket directory or host of the server.
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        port: u16,
+        /// Database to (re)create for the run (with --retry-journal: the one the journal's run made).
+        #[arg(long, default_value = "toolgate_load")]
+        dbname: String,
+        /// Where the run's private keys are generated.
+        #[arg(long)]
+        keys: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        /// At most this many calls.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Stop driving after this many seconds even if calls remain.
+        #[arg(long)]
+        duration: Option<u64>,
+        /// Lost replies are expected (backends killed, server stopped): reconnect, then retry
+        /// every call whose reply was lost with its key.
+        #[arg(long)]
+        crash: bool,
+        /// Write every call to this file and stop before checking (a failover's first half).
+        #[arg(long, conflicts_with = "retry_journal")]
+        journal: Option<PathBuf>,
+        /// Retry every write and confirmation of this journal, then check (a failover's second half).
+        #[arg(long)]
+        retry_journal: Option<PathBuf>,
+    },
+    /// For scripts/bench.sh: make COUNT proposals of tenant bench1 and sign a "sim" for each
+    /// with DIR/chan-bench1.key into bench.confirmations.
+    BenchConfirmations {
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        dbname: String,
+        #[arg(long)]
+        keys: PathBuf,
+        #[arg(long)]
+        count: i64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -120,6 +169,33 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
             println!("demo: all {} invariants held", checks.held);
+        }
+        Command::Load { host, port, dbname, keys, connections, calls, seed, duration, crash, journal, retry_journal } => {
+            let server = Server { host, port };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let report = match retry_journal {
+                Some(journal) => {
+                    let opts = load::RetryOptions { server, dbname, keys_dir: keys, journal, connections };
+                    runtime.block_on(load::retry_journal(&opts))?
+                }
+                None => {
+                    let duration = duration.map(std::time::Duration::from_secs);
+                    let opts = load::Options { server, dbname, keys_dir: keys, connections, calls, seed, duration, crash, journal };
+                    runtime.block_on(load::run(&opts))?
+                }
+            };
+            if report.violations > 0 {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::BenchConfirmations { host, port, dbname, keys: dir, count } => {
+            let identity = keys::identity(&keys::load(&dir, "idp-bench1")?, "bench-user", "bench1", "supervisor", 6 * 3600);
+            let channel = keys::load(&dir, "chan-bench1")?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let db = Server { host, port }.connect("postgres", &dbname).await?;
+                bench::confirmations(&db, &identity, &channel, count).await
+            })?;
         }
     }
     Ok(ExitCode::SUCCESS)

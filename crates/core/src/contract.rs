@@ -68,9 +68,10 @@ fn escape_pointer(token: &str) -> String {
 fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Violation>) {
     match value {
         Value::Number(n) => {
-            let exact = n.is_i64()
-                || n.is_u64()
-                || n.as_f64().is_some_and(|f| f.is_finite() && f.abs() <= MAX_EXACT_INTEGER);
+            // RFC 8785 reads every number as a double: a larger integer would share its digest
+            // with a neighbour, and one key could replay another call's arguments.
+            let exact = n.as_i64().is_some_and(|i| i.unsigned_abs() <= MAX_EXACT_INTEGER as u64)
+                || (n.is_f64() && n.as_f64().is_some_and(|f| f.is_finite() && f.abs() <= MAX_EXACT_INTEGER));
             if !exact {
                 errors.push(Violation::new(path, "number", "number is not finite or out of range"));
             }
@@ -231,6 +232,27 @@ mod tests {
     }
 
     #[test]
+    fn the_size_limit_is_sixteen_kib_inclusive() {
+        // `{"reason": "x…x"}` padded to exactly 16 KiB passes the bounds; one byte more does not.
+        let padded = |n: usize| format!("{{\"reason\": \"{}\"}}", "x".repeat(n - 14));
+        assert_eq!(padded(16 * 1024).len(), 16 * 1024);
+        assert!(parse_args(Some(&padded(16 * 1024))).is_ok());
+        assert_eq!(parse_args(Some(&padded(16 * 1024 + 1))).unwrap_err()[0].keyword, "maxBytes");
+    }
+
+    #[test]
+    fn deep_objects_are_refused_at_their_pointer() {
+        // Sixteen levels of objects pass; the seventeenth is refused where it starts, its keys
+        // escaped as JSON Pointer tokens.
+        let nest = |levels: usize| format!("{}1{}", "{\"a/b~\": ".repeat(levels), "}".repeat(levels));
+        assert!(parse_args(Some(&nest(16))).is_ok());
+        let errors = parse_args(Some(&nest(17))).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].keyword, "maxDepth");
+        assert_eq!(errors[0].instance_path, "/a~1b~0".repeat(16));
+    }
+
+    #[test]
     fn absurd_nesting_is_refused() {
         let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
         assert_eq!(parse_args(Some(&deep)).unwrap_err()[0].keyword, "maxDepth");
@@ -248,6 +270,19 @@ mod tests {
         assert!(parse_args(Some("{\"quantity\": NaN}")).is_err());
         assert!(parse_args(Some("{\"quantity\": 3}")).is_ok());
         assert!(parse_args(Some("{\"quantity\": 2.5}")).is_ok());
+    }
+
+    /// Found while writing the digest property tests: 9007199254740993 is an i64, but RFC 8785
+    /// reads every number as a double, so it digested like 9007199254740992 and the idempotency
+    /// ledger would have replayed one call for the other instead of `idempotency_key_reused`.
+    #[test]
+    fn integers_a_double_cannot_hold_exactly_are_refused() {
+        for text in ["{\"q\": 9007199254740993}", "{\"q\": -9007199254740993}", "{\"q\": 18446744073709551615}"] {
+            assert!(parse_args(Some(text)).is_err(), "{text} passed the bounds");
+        }
+        for text in ["{\"q\": 9007199254740992}", "{\"q\": -9007199254740992}", "{\"q\": 0}"] {
+            assert!(parse_args(Some(text)).is_ok(), "{text} was refused");
+        }
     }
 
     #[test]

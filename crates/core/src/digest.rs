@@ -83,4 +83,106 @@ mod tests {
             prop_assert_ne!(args_digest(&json!({"k": s, "v": a})), args_digest(&json!({"k": s, "v": b})));
         }
     }
+
+    /// Any JSON value, nested up to four levels, whose numbers are integers a double holds
+    /// exactly: for those, two `Value`s are equal exactly when RFC 8785 says they are.
+    fn nested() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-(1i64 << 53)..=(1i64 << 53)).prop_map(Value::from),
+            "\\PC{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `v` as text with every object's keys in reverse order and `ws` wherever JSON allows it.
+    fn render_reversed(v: &Value, ws: &str, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                out.push('{');
+                for (i, (k, item)) in m.iter().rev().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(ws);
+                    out.push_str(&Value::from(k.as_str()).to_string());
+                    out.push_str(ws);
+                    out.push(':');
+                    out.push_str(ws);
+                    render_reversed(item, ws, out);
+                    out.push_str(ws);
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                out.push_str(ws);
+                for (i, item) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                        out.push_str(ws);
+                    }
+                    render_reversed(item, ws, out);
+                }
+                out.push_str(ws);
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn nested_digest_is_stable_under_key_order_and_whitespace(v in nested(), ws in "[ \t\r\n]{0,3}") {
+            let mut text = String::new();
+            render_reversed(&v, &ws, &mut text);
+            let reread: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(args_digest(&reread), args_digest(&v), "{}", text);
+            let pretty: Value = serde_json::from_str(&serde_json::to_string_pretty(&v).unwrap()).unwrap();
+            prop_assert_eq!(args_digest(&pretty), args_digest(&v));
+            prop_assert_eq!(args_hmac(b"k", &reread), args_hmac(b"k", &v));
+        }
+
+        #[test]
+        fn nested_values_that_differ_digest_differently(a in nested(), b in nested()) {
+            prop_assume!(a != b);
+            prop_assert_ne!(args_digest(&a), args_digest(&b));
+            prop_assert_ne!(args_hmac(b"k", &a), args_hmac(b"k", &b));
+        }
+
+        #[test]
+        fn one_change_deep_inside_changes_the_digest(v in nested(), path in proptest::collection::vec(any::<prop::sample::Index>(), 0..4)) {
+            // Walk into `v` along `path`, as a JSON Pointer, and change the value found there.
+            let (mut pointer, mut at) = (String::new(), &v);
+            for i in &path {
+                let step = match at {
+                    Value::Array(a) if !a.is_empty() => i.index(a.len()).to_string(),
+                    Value::Object(m) if !m.is_empty() => m.keys().nth(i.index(m.len())).unwrap().clone(),
+                    _ => break,
+                };
+                at = at.get(step.as_str()).or_else(|| step.parse::<usize>().ok().and_then(|n| at.get(n))).unwrap();
+                pointer.push('/');
+                pointer.push_str(&step.replace('~', "~0").replace('/', "~1"));
+            }
+            let mut changed = v.clone();
+            let target = changed.pointer_mut(&pointer).unwrap();
+            *target = json!({"was": target.take()});
+            prop_assert_ne!(args_digest(&changed), args_digest(&v), "{}", pointer);
+        }
+
+        #[test]
+        fn the_canonical_form_is_a_fixed_point_that_reads_back_equal(v in nested()) {
+            let c = canonical(&v);
+            let back: Value = serde_json::from_slice(&c).unwrap();
+            prop_assert_eq!(&back, &v);
+            prop_assert_eq!(canonical(&back), c);
+        }
+    }
 }

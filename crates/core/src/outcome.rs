@@ -239,6 +239,30 @@ mod tests {
     }
 
     #[test]
+    fn every_outcome_has_its_contract_name() {
+        use Outcome::*;
+        for outcome in [Succeeded, NeedsConfirmation, Rejected, Blocked, Cancelled, Partial] {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), Value::String(outcome.as_str().to_string()));
+        }
+        assert_eq!(Blocked.as_str(), "BLOCKED");
+    }
+
+    #[test]
+    fn a_decline_says_the_person_declined_and_a_denial_names_its_rule() {
+        assert_eq!(Reply::denied(Rule::HumanDeclined).content[0].text, "The person declined; nothing was changed.");
+        let blocked = &Reply::denied(Rule::WriteDisabled).content[0].text;
+        assert!(blocked.contains("write_disabled") && !blocked.contains("declined"), "{blocked}");
+    }
+
+    #[test]
+    fn a_schema_denial_carries_its_paths() {
+        let errors = vec![Violation::new("/order_id", "pattern", "masked")];
+        let r = Reply::schema_invalid(errors.clone());
+        assert_eq!((r.outcome, r.rule, &r.errors), (Outcome::Rejected, Some(Rule::SchemaInvalid), &errors));
+        assert_eq!(r.to_json()["errors"][0]["instancePath"], "/order_id");
+    }
+
+    #[test]
     fn reply_has_the_contract_field_names() {
         let v = Reply::denied(Rule::WriteDisabled).to_json();
         assert_eq!(v["outcome"], "BLOCKED");

@@ -59,6 +59,8 @@ mod tests {
         assert_eq!(tier(1, d("50"), t2, t3), 1);
         assert_eq!(tier(1, d("100"), t2, t3), 1);
         assert_eq!(tier(1, d("100.01"), t2, t3), 2);
+        assert_eq!(tier(1, d("400"), t2, t3), 2);
+        assert_eq!(tier(1, d("400.01"), t2, t3), 3);
         assert_eq!(tier(1, d("480"), t2, t3), 3);
         assert_eq!(tier(3, d("1"), t2, t3), 3);
         assert_eq!(tier(0, d("480"), None, None), 0);

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Numbers for scripts/bench.sh, standard library only.
+
+  report.py latency LOGDIR LABEL WORKLOAD CLIENTS TPS
+      reads pgbench's per-transaction logs in LOGDIR and prints one TSV line:
+      label, workload, clients, tps, p50 ms, p99 ms
+  report.py report RESULTS CORES MARKDOWN SVG PROFILE COSTS
+      writes the markdown table (ratios to the floors, targets met or missed), where a gated
+      call's time goes (PROFILE: pg_stat_statements rows; COSTS: the core's per-call costs) and a
+      bar chart
+"""
+
+import datetime
+import glob
+import os
+import sys
+from xml.sax.saxutils import escape
+
+
+def percentile(sorted_values, p):
+    if not sorted_values:
+        return float("nan")
+    k = (len(sorted_values) - 1) * p
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def latency(logdir, label, workload, clients, tps):
+    # pgbench --log: client_id transaction_no latency_us script_no epoch epoch_us
+    values = []
+    for path in glob.glob(os.path.join(logdir, "tx*")):
+        with open(path) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 3 and fields[2].isdigit():
+                    values.append(int(fields[2]) / 1000.0)
+    values.sort()
+    print(f"{label}\t{workload}\t{clients}\t{float(tps):.1f}\t{percentile(values, 0.5):.3f}\t{percentile(values, 0.99):.3f}")
+
+
+# What each workload is compared with, and the target the issue sets for the ratio.
+COMPARE = [
+    ("gated_close", "floor_close", 0.75, "gated ≥ 0.75 × floor"),
+    ("gated_pair", "floor_pair", 0.75, "gated + confirm ≥ 0.75 × its two-transaction floor"),
+    ("replay", "gated_close", 2.0, "replay ≥ 2 × gated"),
+    ("denial", "gated_close", 1.0, "denial ≥ gated"),
+    ("purchase", "floor_close", None, "for reference: a gated tier-0 purchase against the close floor"),
+]
+
+NAMES = {
+    "floor_close": "floor (plain writes of a tier-0 close)",
+    "gated_close": "gated: request_close, tier 0",
+    "floor_pair": "floor of a confirmed close (two plain transactions)",
+    "gated_pair": "gated + confirm: request_close tier 1, then confirm",
+    "replay": "replay: the same key again",
+    "denial": "denial at the policy step (role)",
+    "purchase": "purchase: request_purchase_part tier 0, 100 cost centres",
+}
+
+
+def load(results):
+    rows = {}
+    with open(results) as f:
+        for line in f:
+            label, workload, clients, tps, p50, p99 = line.rstrip("\n").split("\t")
+            rows[(label, int(clients))] = (float(tps), float(p50), float(p99))
+    return rows
+
+
+def profile_section(profile_path, costs_path):
+    """Where a gated tier-0 close spends its time: SQL statements and the pure steps."""
+    rows = []
+    with open(profile_path) as f:
+        for line in f:
+            calls, mean_us, query = line.rstrip("\n").split("\t", 2)
+            rows.append((int(calls), float(mean_us), query))
+    if not rows:
+        return []
+    # The entry point's own statement is the call; everything nested is counted per call.
+    top = max(rows, key=lambda r: r[1] * r[0])
+    calls = top[0]
+    out = ["", "## Where a gated call's time goes\n",
+           f"One more `gated_close` run at 1 client with `pg_stat_statements.track = all`: {calls:,} calls, "
+           f"{top[1]:.0f} µs of server time per call inside the entry point's statement. Each SQL statement "
+           "the gate runs, per call:\n",
+           "| statement | per call | µs each | µs per call |", "|---|---:|---:|---:|"]
+    sql_total = 0.0
+    for n, mean_us, query in rows:
+        if query == top[2]:
+            continue
+        per_call = n / calls
+        sql_total += per_call * mean_us
+        shown = query if len(query) <= 90 else query[:87] + "…"
+        out.append(f"| `{shown}` | {per_call:.2f} | {mean_us:.1f} | {per_call * mean_us:.1f} |")
+    out.append(f"| **all statements** | | | **{sql_total:.0f}** |")
+    out.append("")
+    out.append("The pure steps, per call (`cargo run --release -p toolgate-core --example costs`):\n")
+    out.append("```")
+    with open(costs_path) as f:
+        out.extend(line.rstrip("\n") for line in f)
+    out.append("```")
+    return out
+
+
+def report(results, cores, md_path, svg_path, profile_path=None, costs_path=None):
+    rows = load(results)
+    clients = sorted({c for (label, c) in rows if not label.startswith("scale-")})
+    today = datetime.date.today().isoformat()
+    out = []
+    out.append("# Benchmarks: what the gate costs\n")
+    out.append(f"Measured {today} on this project's machine ({cores} cores) by `scripts/bench.sh`: one run, one "
+               "throwaway PostgreSQL 15 cluster (fsync and synchronous_commit on, shared_buffers 512MB), the "
+               "release build, pgbench `-M prepared` custom scripts from `bench/` over loopback, each workload "
+               "for the same duration at each concurrency. TPS counts pgbench transactions: for the confirmed "
+               "close, one transaction is the pair (propose, then confirm). Latency is per transaction.\n")
+    out.append("| workload | clients | TPS | p50 ms | p99 ms |")
+    out.append("|---|---:|---:|---:|---:|")
+    for workload in NAMES:
+        for c in clients:
+            if (workload, c) in rows:
+                tps, p50, p99 = rows[(workload, c)]
+                out.append(f"| {NAMES[workload]} | {c} | {tps:,.0f} | {p50:.2f} | {p99:.2f} |")
+    out.append("")
+    out.append("## Ratios and targets\n")
+    out.append("| ratio | clients | value | target | met |")
+    out.append("|---|---:|---:|---:|:---:|")
+    for workload, base, target, text in COMPARE:
+        for c in clients:
+            if (workload, c) in rows and (base, c) in rows:
+                ratio = rows[(workload, c)][0] / rows[(base, c)][0]
+                met = "—" if target is None else ("yes" if ratio >= target else "**no**")
+                tgt = "—" if target is None else f"≥ {target:g}"
+                out.append(f"| {text} | {c} | {ratio:.2f} | {tgt} | {met} |")
+    scale = sorted((int(label[len("scale-"):]), v) for (label, c), v in rows.items() if label.startswith("scale-"))
+    if scale:
+        out.append("")
+        out.append("## Scale: gated close (4 clients) with the ledger and audit pre-filled\n")
+        out.append("| rows in ledger and audit | TPS | p50 ms | p99 ms |")
+        out.append("|---:|---:|---:|---:|")
+        for size, (tps, p50, p99) in scale:
+            out.append(f"| {size:,} | {tps:,.0f} | {p50:.2f} | {p99:.2f} |")
+        ratio = scale[-1][1][0] / scale[0][1][0]
+        out.append("")
+        out.append(f"TPS at {scale[-1][0]:,} rows is {ratio:.2f} × TPS at {scale[0][0]:,} rows (target ≥ 0.9: "
+                   f"{'met' if ratio >= 0.9 else '**missed**'}).")
+    if profile_path and costs_path:
+        out.extend(profile_section(profile_path, costs_path))
+    out.append("")
+    out.append("![TPS per workload and concurrency](benchmarks.svg)")
+    with open(md_path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    write_svg(rows, clients, cores, today, svg_path)
+
+
+def write_svg(rows, clients, cores, today, path):
+    workloads = [w for w in NAMES if any((w, c) in rows for c in clients)]
+    width, height, left, bottom, top = 900, 420, 70, 110, 50
+    plot_h = height - bottom - top
+    group_w = (width - left - 20) / max(len(workloads), 1)
+    bar_w = group_w / (len(clients) + 1)
+    peak = max(rows[(w, c)][0] for w in workloads for c in clients if (w, c) in rows)
+    colors = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759"]
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">pg_toolgate: TPS per workload '
+           f'({escape(today)}, {cores} cores)</text>']
+    for i in range(5):
+        v = peak * i / 4
+        y = top + plot_h - plot_h * i / 4
+        svg.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 20}" y2="{y:.1f}" stroke="#ddd"/>')
+        svg.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v:,.0f}</text>')
+    for gi, w in enumerate(workloads):
+        x0 = left + gi * group_w + bar_w / 2
+        for ci, c in enumerate(clients):
+            if (w, c) not in rows:
+                continue
+            tps = rows[(w, c)][0]
+            h = plot_h * tps / peak
+            x = x0 + ci * bar_w
+            svg.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w * 0.9:.1f}" height="{h:.1f}" '
+                       f'fill="{colors[ci % len(colors)]}"><title>{escape(w)} c={c}: {tps:,.0f} TPS</title></rect>')
+        label_x = left + gi * group_w + group_w / 2
+        svg.append(f'<text x="{label_x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{escape(w)}</text>')
+    for ci, c in enumerate(clients):
+        x = left + ci * 110
+        svg.append(f'<rect x="{x}" y="{height - 30}" width="12" height="12" fill="{colors[ci % len(colors)]}"/>')
+        svg.append(f'<text x="{x + 16}" y="{height - 20}">{c} client{"s" if c > 1 else ""}</text>')
+    svg.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "latency":
+        latency(*sys.argv[2:7])
+    elif sys.argv[1] == "report":
+        report(*sys.argv[2:8])
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,110 @@
+-- The benchmark database, loaded by scripts/bench.sh as the superuser after CREATE EXTENSION.
+-- Tenant `bench` closes at once (tier 0); tenant `bench1` needs a confirmation (tier 1). Both
+-- have a quota so high it never binds (the gated path still upserts it, like the floor does).
+-- Keys are registered by the script; tokens are made before the run.
+
+SET ROLE toolgate_admin;
+SELECT toolgate.add_tenant('bench', 'Benchmark, tier 0');
+SELECT toolgate.add_tenant('bench1', 'Benchmark, tier 1');
+SELECT toolgate.set_policy('bench', 'request_close', true, ARRAY['supervisor'], 0,
+                           max_calls_per_conversation => 2000000000);
+SELECT toolgate.set_policy('bench1', 'request_close', true, ARRAY['supervisor'], 1,
+                           max_calls_per_conversation => 2000000000, confirm_ttl => interval '1 day');
+SELECT toolgate.set_policy('bench', 'request_purchase_part', true, ARRAY['supervisor'], 0,
+                           max_value => 1000000, max_calls_per_conversation => 2000000000);
+RESET ROLE;
+
+-- Orders to close, one per call (closing twice is refused), numbered from 1; from 900000001 the
+-- replays' (one per client), from 900000101 the purchases' (a purchase leaves its order open).
+-- A catalogue part and 100 cost centres.
+INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected)
+SELECT t, g::text, 'open', true FROM unnest(ARRAY['bench', 'bench1']) t, generate_series(1, :orders) g;
+INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected)
+SELECT 'bench', (900000000 + g)::text, 'open', true FROM generate_series(1, 164) g;
+INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity)
+VALUES ('bench', 'P-1', 'Filtro', 12.50, 100);
+INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget)
+SELECT 'bench', 'CC-' || g, 'Centro ' || g, 1000000000 FROM generate_series(0, 99) g;
+
+CREATE SCHEMA bench;
+CREATE SEQUENCE bench.orders;        -- fresh order (and key) per close of tenant bench
+CREATE SEQUENCE bench.orders1;       -- fresh order per proposal of tenant bench1
+CREATE SEQUENCE bench.keys;          -- fresh keys for purchases
+CREATE SEQUENCE bench.confirmations_used;
+-- Channel-signed "sim" for proposals made before the gated run (pgbench cannot sign): each
+-- iteration proposes a close and confirms one made earlier, the same work as proposing and
+-- confirming the same one.
+CREATE TABLE bench.confirmations (n bigint PRIMARY KEY, proposal_id uuid NOT NULL, token text NOT NULL);
+
+-- The floor: the same row writes as a gated tier-0 close (ledger reserved then settled, quota,
+-- order, ERP record, audit), as a plain PL/pgSQL function with no checks at all. PL/pgSQL like
+-- the entry points, so both sides plan once per session.
+CREATE FUNCTION bench.floor_close(p_order text, p_key text, p_conversation text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
+    VALUES ('bench', 'request_close', p_key, 'digest', 'reserved');
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
+    VALUES ('bench', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    UPDATE toolgate.work_orders SET status = 'close_requested', updated_at = now()
+     WHERE tenant_id = 'bench' AND order_id = p_order;
+    INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
+    VALUES ('bench', p_order, 'benchmark close', 'bench-user', p_key);
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"outcome": "SUCCEEDED"}', settled_at = now()
+     WHERE tenant_id = 'bench' AND tool = 'request_close' AND idempotency_key = p_key;
+    INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, outcome,
+                                detail, args_hmac, schema_version, policy_version, duration_us)
+    VALUES ('call', 'bench', p_conversation, 'bench-user', 'supervisor', 'request_close', p_order,
+            'SUCCEEDED', '{}', 'hmac', 1, 1, 0);
+END
+$$;
+
+-- The floor of a confirmed close, as two plain transactions: the proposal's rows, then the
+-- effect's rows.
+CREATE FUNCTION bench.floor_propose(p_order text, p_key text, p_conversation text) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    made uuid;
+BEGIN
+    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
+    VALUES ('bench1', 'request_close', p_key, 'digest', 'reserved');
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
+    VALUES ('bench1', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    UPDATE toolgate.proposals SET status = 'superseded', decided_at = now()
+     WHERE tenant_id = 'bench1' AND conversation_id = p_conversation AND status = 'live';
+    INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, args_digest,
+                                    idempotency_key, text, tier, schema_version, policy_version, status, expires_at)
+    VALUES ('bench1', p_conversation, 'bench-user', 'request_close', p_order, '{}', 'digest', p_key,
+            'Solicitar fechamento', 1, 1, 1, 'live', now() + interval '1 day')
+    RETURNING proposal_id INTO made;
+    UPDATE toolgate.ledger SET state = 'pending', proposal_id = made
+     WHERE tenant_id = 'bench1' AND tool = 'request_close' AND idempotency_key = p_key;
+    INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
+                                outcome, detail, args_hmac, schema_version, policy_version, duration_us)
+    VALUES ('call', 'bench1', p_conversation, 'bench-user', 'supervisor', 'request_close', p_order, made,
+            'NEEDS_CONFIRMATION', '{}', 'hmac', 1, 1, 0);
+    RETURN made;
+END
+$$;
+
+CREATE FUNCTION bench.floor_apply(p_proposal uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    p toolgate.proposals;
+BEGIN
+    UPDATE toolgate.proposals SET status = 'applied', decided_at = now() WHERE proposal_id = p_proposal
+    RETURNING * INTO p;
+    UPDATE toolgate.work_orders SET status = 'close_requested', updated_at = now()
+     WHERE tenant_id = p.tenant_id AND order_id = p.target;
+    INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+    VALUES (p.tenant_id, p.target, 'benchmark close', 'bench-user', p.idempotency_key, p.proposal_id);
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"outcome": "SUCCEEDED"}', settled_at = now()
+     WHERE tenant_id = p.tenant_id AND tool = p.tool AND idempotency_key = p.idempotency_key;
+    INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
+                                outcome, detail, args_hmac, schema_version, policy_version, duration_us)
+    VALUES ('confirm', p.tenant_id, p.conversation_id, 'bench-user', 'supervisor', p.tool, p.target,
+            p.proposal_id, 'SUCCEEDED', '{}', 'hmac', 1, 1, 0);
+END
+$$;

@@ -1,0 +1,154 @@
+-- The isolation specs' database, made by scripts/isolation.sh as the superuser before
+-- pg_isolation_regress runs: the extension, seed 000's fixture, what the races need beyond it,
+-- keys generated now (private halves in the run's key directory), tokens minted now, and the
+-- proposals the confirmation races answer, made through the gate itself.
+--
+-- Specs cannot run commands, so this file leaves them a harness schema `isolation` (never part of
+-- the extension): `isolation.token(name)` hands a session a token minted here, and
+-- `isolation.reset()` puts every gate and ERP table back to the state below before each
+-- permutation. The audit is append-only, so permutations count their audit rows from a mark.
+\set ON_ERROR_STOP on
+SET client_min_messages = warning;
+CREATE EXTENSION pg_toolgate;
+\getenv root TOOLGATE_ROOT
+\i :root/demo/seed000.sql
+
+-- shopping-c: closes and purchases apply at once (tier 0), two calls per conversation.
+SET ROLE toolgate_admin;
+SELECT toolgate.add_tenant('shopping-c', 'Shopping C');
+SELECT toolgate.set_policy('shopping-c', 'request_close', allowed => true, roles => ARRAY['supervisor'],
+                           tier => 0, max_calls_per_conversation => 2);
+SELECT toolgate.set_policy('shopping-c', 'request_purchase_part', allowed => true, roles => ARRAY['supervisor'],
+                           tier => 0, max_value => 500, max_calls_per_conversation => 2);
+RESET ROLE;
+
+INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES
+    ('shopping-a', '901', 'open', true), ('shopping-a', '902', 'open', true),
+    ('shopping-a', '903', 'open', true), ('shopping-a', '904', 'open', true),
+    ('shopping-a', '905', 'open', true), ('shopping-a', '906', 'open', true),
+    ('shopping-a', '907', 'open', true),
+    ('shopping-c', '801', 'open', true), ('shopping-c', '802', 'open', true);
+INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+    ('shopping-c', 'F-200', 'Filtro de ar', 12.50, 20);
+-- Budgets that fit one purchase of the race and not two.
+INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget) VALUES
+    ('shopping-a', 'CC-ISO', 'Isolamento A', 60.00),
+    ('shopping-c', 'CC-C', 'Isolamento C', 30.00),
+    ('shopping-c', 'CC-C-BIG', 'Isolamento C (folga)', 1000.00);
+
+\set pk `${TOOLGATE_MINT:?} key idp-shopping-a`
+SELECT toolgate.add_key('shopping-a', 'idp-shopping-a', 'identity', :'pk');
+\set pk `${TOOLGATE_MINT:?} key chan-shopping-a`
+SELECT toolgate.add_key('shopping-a', 'chan-shopping-a', 'channel', :'pk');
+\set pk `${TOOLGATE_MINT:?} key idp-shopping-c`
+SELECT toolgate.add_key('shopping-c', 'idp-shopping-c', 'identity', :'pk');
+
+CREATE SCHEMA isolation;
+CREATE TABLE isolation.tokens (name text PRIMARY KEY, token text NOT NULL);
+CREATE TABLE isolation.mark (audit_id bigint NOT NULL);
+
+-- The sessions run as toolgate_agent, which reads no table: this hands them a token by name.
+CREATE FUNCTION isolation.token(name text) RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t text;
+BEGIN
+    SELECT k.token INTO t FROM isolation.tokens k WHERE k.name = token.name;
+    IF t IS NULL THEN
+        RAISE EXCEPTION 'isolation harness: no token %', name;
+    END IF;
+    RETURN t;
+END
+$$;
+REVOKE ALL ON FUNCTION isolation.token(text) FROM PUBLIC;
+GRANT USAGE ON SCHEMA isolation TO toolgate_agent;
+GRANT EXECUTE ON FUNCTION isolation.token(text) TO toolgate_agent;
+
+\set sup_a `${TOOLGATE_MINT:?} id shopping-a user-17 supervisor`
+INSERT INTO isolation.tokens VALUES ('sup-a', :'sup_a');
+\set tok `${TOOLGATE_MINT:?} id shopping-c user-40 supervisor`
+INSERT INTO isolation.tokens VALUES ('sup-c', :'tok');
+
+-- The proposals the confirmation races answer, made through the gate as the application would,
+-- each with a channel-signed answer. A call that did not propose leaves :pid unset (or not a
+-- uuid), and the script stops at the cast.
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_close(:'sup_a', 'iso-dc',
+       '{"order_id": "901", "reason": "Inspeção validada", "idempotency_key": "iso-dc-901"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+INSERT INTO isolation.tokens VALUES ('dc:yes', :'tok');
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid não 0 typed decline`
+INSERT INTO isolation.tokens VALUES ('dc:no', :'tok');
+
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_close(:'sup_a', 'iso-sup',
+       '{"order_id": "902", "reason": "Inspeção validada", "idempotency_key": "iso-sup-902"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+INSERT INTO isolation.tokens VALUES ('sup:yes', :'tok');
+
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_close(:'sup_a', 'iso-wo',
+       '{"order_id": "904", "reason": "Inspeção validada", "idempotency_key": "iso-wo-904"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+INSERT INTO isolation.tokens VALUES ('wo:yes', :'tok');
+
+-- Two purchases of R$ 50,00 (tier 1) against CC-ISO's R$ 60,00, for different orders.
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'sup_a', 'iso-b1',
+       '{"order_id": "905", "part_id": "F-200", "quantity": 4, "cost_center": "CC-ISO", "idempotency_key": "iso-b1-905"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+INSERT INTO isolation.tokens VALUES ('b1:yes', :'tok');
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'sup_a', 'iso-b2',
+       '{"order_id": "907", "part_id": "F-200", "quantity": 4, "cost_center": "CC-ISO", "idempotency_key": "iso-b2-907"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+INSERT INTO isolation.tokens VALUES ('b2:yes', :'tok');
+
+-- The state every permutation starts from: copies of every table a call can change.
+CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
+CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
+CREATE TABLE isolation.base_quota_usage AS TABLE toolgate.quota_usage;
+CREATE TABLE isolation.base_work_orders AS TABLE toolgate.work_orders;
+CREATE TABLE isolation.base_cost_centers AS TABLE toolgate.cost_centers;
+-- Proposals made no ERP change: the copies of close_requests and purchases are empty.
+SELECT (SELECT count(*) FROM toolgate.close_requests) + (SELECT count(*) FROM toolgate.purchases) = 0
+    AS baseline_has_no_effects \gset
+\if :baseline_has_no_effects
+\else
+    \echo 'isolation harness: the baseline made an ERP change'
+    SELECT 1 / 0;
+\endif
+
+CREATE FUNCTION isolation.reset() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    TRUNCATE toolgate.close_requests, toolgate.purchases, toolgate.ledger, toolgate.proposals,
+             toolgate.quota_usage, toolgate.write_switches;
+    INSERT INTO toolgate.ledger SELECT * FROM isolation.base_ledger;
+    -- Live proposals wait their full time again, whenever the permutation runs.
+    INSERT INTO toolgate.proposals SELECT * FROM isolation.base_proposals;
+    UPDATE toolgate.proposals SET expires_at = now() + interval '5 minutes' WHERE status = 'live';
+    INSERT INTO toolgate.quota_usage SELECT * FROM isolation.base_quota_usage;
+    UPDATE toolgate.work_orders w SET status = b.status, inspected = b.inspected
+      FROM isolation.base_work_orders b WHERE (w.tenant_id, w.order_id) = (b.tenant_id, b.order_id);
+    UPDATE toolgate.cost_centers c SET spent = b.spent
+      FROM isolation.base_cost_centers b WHERE (c.tenant_id, c.cost_center) = (b.tenant_id, b.cost_center);
+    DELETE FROM isolation.mark;
+    INSERT INTO isolation.mark SELECT coalesce(max(audit_id), 0) FROM toolgate.audit;
+END
+$$;
+
+-- Audit rows written since the permutation started.
+CREATE FUNCTION isolation.audit_rows() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+RETURN (SELECT count(*) FROM toolgate.audit a WHERE a.audit_id > (SELECT m.audit_id FROM isolation.mark m));

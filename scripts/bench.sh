@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# What the gate costs, side by side with the bare writes, in one run on one throwaway cluster.
+#
+#   scripts/bench.sh            # the full run: release build, every workload at concurrency
+#                               # 1, 4 and 16, the scale series; writes docs/benchmarks.md and
+#                               # docs/benchmarks.svg and prints the table (about 10 minutes)
+#   scripts/bench.sh --smoke    # seconds: the installed build, concurrency 1, nothing written
+#
+# Run scripts/setup.sh once first (as the README says). BENCH_SECONDS, BENCH_CLIENTS and
+# BENCH_SIZES shorten a run while working on it; the published figures use the defaults.
+#
+# Workloads are pgbench custom scripts in bench/ (-M prepared, fresh keys per transaction from
+# sequences, tokens made before the run). Each run's audit rows are checked afterwards: a workload
+# that stopped doing what it claims fails the benchmark instead of reporting a flattering figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+root=$(pwd)
+
+smoke=false
+[ "${1:-}" = --smoke ] && smoke=true
+
+if $smoke; then
+    duration=${BENCH_SECONDS:-2}
+    clients=(1)
+    sizes=()
+    orders=20000
+    prepared=2000
+    pgbin=/usr/lib/postgresql/15/bin   # the build scripts/setup.sh installed
+else
+    duration=${BENCH_SECONDS:-10}
+    read -r -a clients <<<"${BENCH_CLIENTS:-1 4 16}"
+    read -r -a sizes <<<"${BENCH_SIZES:-1000 100000 1000000}"
+    orders=400000
+    prepared=${BENCH_CONFIRMATIONS:-40000}
+    pg_config=$(scripts/private-pg.sh target/pg-bench)
+    echo "bench: release build into a private PostgreSQL copy (target/pg-bench)"
+    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$pg_config" >/dev/null
+    pgbin=$(dirname "$pg_config")
+fi
+cargo build --quiet -p toolgate-cli
+toolgate=$root/target/debug/toolgate
+
+work=$(mktemp -d /tmp/pg_toolgate-bench.XXXXXX)
+chmod 711 "$work"
+cleanup() { PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
+trap cleanup EXIT
+port=$(scripts/cluster.sh port "${TOOLGATE_BENCH_PORT:-54501}")
+# PostgreSQL's own durability defaults (fsync and synchronous_commit on), room for the clients.
+# pg_stat_statements is loaded but tracks nothing until the profile run asks for it.
+PGBIN=$pgbin CLUSTER_CONF="fsync = on
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track = none
+pg_stat_statements.max = 1000
+shared_buffers = 512MB
+max_wal_size = 4GB
+checkpoint_timeout = 30min" scripts/cluster.sh start "$work/pg" "$port"
+sock=$work/pg/socket
+psql_() { "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres "$@"; }
+
+# A database with the extension, the benchmark's tenants, keys and floor functions.
+load_db() {
+    local db=$1 n_orders=$2
+    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+    psql_ -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
+    psql_ -d "$db" -v orders="$n_orders" -f bench/setup.sql >/dev/null
+    for kid in idp-bench idp-bench1 chan-bench1; do
+        [ -f "$work/keys/$kid.key" ] || "$toolgate" keygen --dir "$work/keys" --kid "$kid" >/dev/null
+    done
+    psql_ -d "$db" -c "SET ROLE toolgate_admin" \
+        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("$toolgate" pubkey --dir "$work/keys" --kid idp-bench)')" \
+        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("$toolgate" pubkey --dir "$work/keys" --kid idp-bench1)')" \
+        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("$toolgate" pubkey --dir "$work/keys" --kid chan-bench1)')" >/dev/null
+}
+
+echo "bench: loading toolgate_bench ($orders orders per tenant)"
+load_db toolgate_bench "$orders"
+token=$("$toolgate" identity --dir "$work/keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
+token1=$("$toolgate" identity --dir "$work/keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
+technician=$("$toolgate" identity --dir "$work/keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
+echo "bench: $prepared proposals made and their confirmations signed before the run"
+"$toolgate" bench-confirmations --host "$sock" --port "$port" --dbname toolgate_bench \
+    --keys "$work/keys" --count "$prepared"
+
+results=$work/results.tsv
+: >"$results"
+# run WORKLOAD CLIENTS DB LABEL: one pgbench run; appends "label workload clients tps p50 p99".
+run() {
+    local workload=$1 c=$2 db=$3 label=${4:-$1}
+    local logdir=$work/log/$label-$c
+    mkdir -p "$logdir"
+    local since
+    since=$(psql_ -d "$db" -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
+    local out
+    out=$("$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres -d "$db" \
+        -c "$c" -j $((c < 2 ? c : 2)) -T "$duration" -f "bench/$workload.sql" \
+        -D token="$token" -D token1="$token1" -D technician="$technician" \
+        --log --log-prefix="$logdir/tx" 2>&1) || { echo "$out" >&2; exit 1; }
+    local tps
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
+    python3 bench/report.py latency "$logdir" "$label" "$workload" "$c" "$tps" >>"$results"
+    check "$workload" "$db" "$since"
+    tail -n 1 "$results" | awk '{ printf "  %-12s c=%-3s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, $4, $5, $6 }'
+}
+
+# check WORKLOAD DB SINCE: the run's audit rows say the gate did what the workload claims.
+check() {
+    local workload=$1 db=$2 since=$3 expected
+    case "$workload" in
+        gated_close) expected="call SUCCEEDED - f" ;;
+        gated_pair) expected="call NEEDS_CONFIRMATION - f|confirm SUCCEEDED - f" ;;
+        replay) expected="call SUCCEEDED - f|call SUCCEEDED - t" ;;
+        denial) expected="call BLOCKED role_not_allowed f" ;;
+        purchase) expected="call SUCCEEDED - f" ;;
+        *) return 0 ;;  # the floors write their rows with no gate
+    esac
+    local got
+    got=$(psql_ -d "$db" -At -F ' ' -c "SELECT DISTINCT kind, outcome, coalesce(rule, '-'), replayed \
+        FROM toolgate.audit WHERE audit_id > $since ORDER BY 1, 2, 4" | paste -sd '|')
+    if [ "$got" != "$expected" ]; then
+        echo "bench: $workload did not do what it measures: audit says [$got], expected [$expected]" >&2
+        exit 1
+    fi
+    if [ "$workload" = gated_pair ]; then
+        local used
+        used=$(psql_ -d "$db" -Atc "SELECT last_value FROM bench.confirmations_used")
+        if [ "$used" -gt "$prepared" ]; then
+            echo "bench: gated_pair used $used prepared confirmations of $prepared: raise BENCH_CONFIRMATIONS" >&2
+            exit 1
+        fi
+    fi
+}
+
+echo "bench: workloads (${duration}s each)"
+for c in "${clients[@]}"; do
+    for w in floor_close gated_close floor_pair gated_pair replay denial purchase; do
+        run "$w" "$c" toolgate_bench
+    done
+done
+
+for size in "${sizes[@]}"; do
+    echo "bench: ledger and audit pre-filled to $size rows"
+    load_db toolgate_scale 200000
+    psql_ -d toolgate_scale -c "
+        INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state, reply, settled_at)
+        SELECT 'bench', 'request_close', 'prefill-' || g, md5(g::text), 'settled', '{\"outcome\": \"SUCCEEDED\"}', now()
+          FROM generate_series(1, $size) g;
+        INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, outcome,
+                                    detail, args_hmac, schema_version, policy_version, duration_us)
+        SELECT 'call', 'bench', 'prefill-' || (g % 1000), 'bench-user', 'supervisor', 'request_close',
+               g::text, 'SUCCEEDED', '{}', md5(g::text), 1, 1, 300
+          FROM generate_series(1, $size) g;
+        VACUUM ANALYZE toolgate.ledger, toolgate.audit;" >/dev/null
+    run gated_close 4 toolgate_scale "scale-$size"
+done
+
+if $smoke; then
+    echo "bench: smoke run passed (${duration}s per workload, concurrency 1)"
+    exit 0
+fi
+
+# Where the time goes: every statement the gate runs (pg_stat_statements, nested statements
+# included) during one more gated run at one client, and the pure steps' CPU per call.
+echo "bench: profile (gated_close, 1 client, statements tracked)"
+psql_ -d toolgate_bench -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
+PGOPTIONS="-c pg_stat_statements.track=all" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
+    -d toolgate_bench -c 1 -j 1 -T "$duration" -f bench/gated_close.sql -D token="$token" >"$work/profile.out"
+psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), \
+    regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements WHERE calls > 1 ORDER BY total_exec_time DESC" \
+    >"$work/profile.tsv"
+CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --example costs >"$work/costs.txt"
+
+cores=$(nproc)
+python3 bench/report.py report "$results" "$cores" docs/benchmarks.md docs/benchmarks.svg \
+    "$work/profile.tsv" "$work/costs.txt"
+cat docs/benchmarks.md
