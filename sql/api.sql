@@ -33,6 +33,26 @@ COMMENT ON FUNCTION toolgate.request_purchase_part(text, text, jsonb) IS
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
 
+-- Backends cache the configuration rows every call reads (keys, tools and schemas, policy rows,
+-- switches) until told they changed: any write to those tables, by anyone, tells them.
+CREATE FUNCTION toolgate.config_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    PERFORM toolgate.signal_config_change(TG_RELID);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tools
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER tool_schemas_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_schemas
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER policies_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.policies
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER write_switches_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.write_switches
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+
 ------------------------------------------------------------------------------------------------
 -- DBA surface (DESIGN §4): tenants, keys, tool schemas, policy, kill switch, dry runs.
 ------------------------------------------------------------------------------------------------

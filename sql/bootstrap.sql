@@ -103,13 +103,6 @@ CREATE TABLE toolgate.write_switches (
     changed_by text NOT NULL
 );
 
--- Writes are on for `tool` unless the global switch ('*') or the tool's own switch says off.
--- The gate's one way of reading the switch; SQL and STABLE, so it is inlined where it is used.
-CREATE FUNCTION toolgate.writes_enabled(tool text) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN (SELECT coalesce(bool_and(w.enabled), true) FROM toolgate.write_switches w
-         WHERE w.scope IN ('*', writes_enabled.tool));
-
 -- The HMAC key of the audit's args_hmac, readable by the owner only: 32 bytes from two v4
 -- UUIDs (244 bits of pg_strong_random), made once here. Not dumped: a restored database gets a
 -- key of its own (see the README's caveats).

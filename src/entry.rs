@@ -81,3 +81,10 @@ fn caller() -> String {
         std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
     }
 }
+
+/// Tell every backend that configuration table `relid` changed (called by its statement
+/// trigger): their cached copies of keys, tools, policy rows and switches are dropped.
+#[pg_extern(volatile, strict, parallel_unsafe)]
+fn signal_config_change(relid: pg_sys::Oid) {
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
+}

@@ -8,6 +8,7 @@ use pgrx::prelude::*;
 ::pgrx::pg_module_magic!(name, version);
 
 mod audit;
+mod config;
 mod entry;
 mod error;
 mod gate;
@@ -19,7 +20,17 @@ extension_sql_file!("../sql/tools.sql", name = "tools", requires = ["bootstrap"]
 extension_sql_file!(
     "../sql/api.sql",
     name = "api",
-    requires = ["tools", gate_request, gate_confirm, gate_read_order, gate_explain, parse_public_key, check_tool_schema, caller]
+    requires = [
+        "tools",
+        gate_request,
+        gate_confirm,
+        gate_read_order,
+        gate_explain,
+        parse_public_key,
+        check_tool_schema,
+        caller,
+        signal_config_change
+    ]
 );
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["api"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);

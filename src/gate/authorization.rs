@@ -3,6 +3,7 @@
 //! sensitive tool, and the caller's role. The target's tenant is checked by `domain::target`.
 
 use rust_decimal::Decimal;
+use std::cell::RefCell;
 use serde_json::json;
 use std::str::FromStr;
 use toolgate_core::outcome::Rule;
@@ -10,6 +11,7 @@ use toolgate_core::token::Identity;
 
 use super::{Deny, Step};
 use crate::audit::Audit;
+use crate::config::{cached, Cache};
 use crate::spi;
 
 /// The policy row a call is judged under.
@@ -24,11 +26,22 @@ pub struct Policy {
     pub confirm_ttl_seconds: f64,
 }
 
-/// Writes are on for `tool` unless the global switch or the tool's own switch says off.
+/// The kill switch as SQL, the gate's one way of reading it: writes are on for `$tool` unless the
+/// global switch ('*') or the tool's own switch says off. A macro (not a SQL function, which the
+/// planner would not inline) so every statement that needs it carries it.
+macro_rules! writes_enabled_sql {
+    ($tool:literal) => {
+        concat!("NOT EXISTS (SELECT 1 FROM toolgate.write_switches WHERE NOT enabled AND scope IN ('*', ", $tool, "))")
+    };
+}
+pub(crate) use writes_enabled_sql;
+
+/// Writes are on for `tool`, read now (not from the cache).
 pub fn writes_enabled(tool: &str) -> bool {
-    spi::one("SELECT toolgate.writes_enabled($1)", &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
+    spi::one(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
 }
 
+#[derive(Clone)]
 struct Row {
     writes_enabled: bool,
     tenant_has_rows: bool,
@@ -43,14 +56,26 @@ struct Row {
     version: i32,
 }
 
-/// The kill switch and the (tenant, tool) policy row, read in one statement.
+thread_local! {
+    static POLICIES: RefCell<Cache<(String, String), Row>> = RefCell::new(Cache::new());
+}
+
+/// The kill switch and the (tenant, tool) policy row (configuration rows: see `config`).
 fn policy_row(tenant: &str, tool: &str) -> Row {
+    cached(&POLICIES, (tenant.to_string(), tool.to_string()), || load_policy_row(tenant, tool))
+}
+
+/// The kill switch and the policy row, read in one statement.
+fn load_policy_row(tenant: &str, tool: &str) -> Row {
     spi::one(
-        "SELECT toolgate.writes_enabled($2), EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), \
-         p.allowed, p.roles, \
+        concat!(
+            "SELECT ",
+            writes_enabled_sql!("$2"),
+            ", EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
          p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
          p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
-         FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2",
+         FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2"
+        ),
         &[tenant.into(), tool.into()],
         |r| {
             Ok(Row {

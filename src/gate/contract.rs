@@ -10,12 +10,14 @@ use toolgate_core::digest;
 
 use super::{Deny, Step};
 use crate::audit::{self, Audit};
+use crate::config::{cached, Cache};
 use crate::spi;
 
 thread_local! {
     /// Compiled schemas by (schema OID, tool, version): a version's text never changes while the
     /// extension exists, and the schema OID changes when it is created again.
     static CONTRACTS: RefCell<HashMap<(pgrx::pg_sys::Oid, String, i32), Rc<Contract>>> = RefCell::new(HashMap::new());
+    static TOOLS: RefCell<Cache<String, Option<(i32, bool)>>> = RefCell::new(Cache::new());
 }
 
 /// Arguments that passed the contract.
@@ -37,8 +39,12 @@ pub fn conversation(id: Option<&str>) -> Step<&str> {
     contract::check_conversation_id(id).map_err(|v| Deny::schema(vec![v]))
 }
 
-/// The tool's current schema version and whether it is sensitive.
-fn tool(tool: &str) -> Option<(i32, bool)> {
+/// The tool's current schema version and whether it is sensitive (a configuration row).
+pub fn tool(tool: &str) -> Option<(i32, bool)> {
+    cached(&TOOLS, tool.to_string(), || load_tool(tool))
+}
+
+fn load_tool(tool: &str) -> Option<(i32, bool)> {
     spi::one(
         "SELECT s.version, t.sensitive FROM toolgate.tools t, LATERAL (SELECT max(version) AS version \
          FROM toolgate.tool_schemas WHERE tool = t.tool) s WHERE t.tool = $1 AND s.version IS NOT NULL",

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::Identity;
 
-use super::authorization::writes_enabled;
+use super::authorization::{writes_enabled, writes_enabled_sql};
 use super::domain::Intent;
 use super::{Deny, Step};
 use crate::spi;
@@ -27,12 +27,16 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
     match intent {
         Intent::Close { order_id, reason } => {
             let request_id = spi::one(
-                "WITH changed AS (UPDATE toolgate.work_orders SET status = 'close_requested', \
-                 updated_at = pg_catalog.now() WHERE tenant_id = $1 AND order_id = $2 AND status = 'open' \
-                 AND inspected AND toolgate.writes_enabled('request_close') RETURNING tenant_id, order_id) \
-                 INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, \
-                 idempotency_key, proposal_id) SELECT tenant_id, order_id, $3, $4, $5, $6::uuid FROM changed \
-                 RETURNING request_id",
+                concat!(
+                    "WITH changed AS (UPDATE toolgate.work_orders SET status = 'close_requested', \
+                     updated_at = pg_catalog.now() WHERE tenant_id = $1 AND order_id = $2 AND status = 'open' \
+                     AND inspected AND ",
+                    writes_enabled_sql!("'request_close'"),
+                    " RETURNING tenant_id, order_id) \
+                     INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, \
+                     idempotency_key, proposal_id) SELECT tenant_id, order_id, $3, $4, $5, $6::uuid FROM changed \
+                     RETURNING request_id"
+                ),
                 &[
                     who.tenant.clone().into(),
                     order_id.clone().into(),
@@ -59,14 +63,16 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
             // Charge the total and record the purchase in one statement: parallel purchases can
             // never overspend, and `spent <= budget` holds in the table too.
             let (purchase_id, left) = spi::one(
-                "WITH charged AS (UPDATE toolgate.cost_centers SET spent = spent + $6::numeric \
-                 WHERE tenant_id = $1 AND cost_center = $7 AND spent + $6::numeric <= budget \
-                 AND toolgate.writes_enabled('request_purchase_part') \
-                 RETURNING cost_center, (budget - spent)::text AS left_after) \
-                 INSERT INTO toolgate.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, \
-                 cost_center, requested_by, idempotency_key, proposal_id) \
-                 SELECT $1, $2, $3, $4, $5::numeric, $6::numeric, c.cost_center, $8, $9, $10::uuid FROM charged c \
-                 RETURNING purchase_id, (SELECT left_after FROM charged)",
+                concat!(
+                    "WITH charged AS (UPDATE toolgate.cost_centers SET spent = spent + $6::numeric \
+                     WHERE tenant_id = $1 AND cost_center = $7 AND spent + $6::numeric <= budget AND ",
+                    writes_enabled_sql!("'request_purchase_part'"),
+                    " RETURNING cost_center, (budget - spent)::text AS left_after) \
+                     INSERT INTO toolgate.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, \
+                     cost_center, requested_by, idempotency_key, proposal_id) \
+                     SELECT $1, $2, $3, $4, $5::numeric, $6::numeric, c.cost_center, $8, $9, $10::uuid FROM charged c \
+                     RETURNING purchase_id, (SELECT left_after FROM charged)"
+                ),
                 &[
                     who.tenant.clone().into(),
                     order_id.clone().into(),

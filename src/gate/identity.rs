@@ -2,7 +2,8 @@
 //!
 //! A backend remembers the tokens whose signature it verified, keyed by the exact token text, so
 //! an agent's repeated calls skip the Ed25519 check. Nothing else is skipped: every call still
-//! reads the key row (a revoked or replaced key fails at once) and judges `exp` on the clock.
+//! checks the key row as it stands (a revoked or replaced key fails at once) and judges `exp` on
+//! the clock.
 
 use serde_json::json;
 use std::cell::RefCell;
@@ -11,6 +12,7 @@ use toolgate_core::outcome::Rule;
 use toolgate_core::token::{self, Identity, KeyPurpose, RegisteredKey, TokenError};
 
 use super::{clock, Deny, Step};
+use crate::config::{cached, Cache};
 use crate::spi;
 
 /// Verified tokens a backend keeps; past this, the expired ones go, then all.
@@ -24,10 +26,15 @@ struct Verified {
 
 thread_local! {
     static VERIFIED: RefCell<HashMap<String, Verified>> = RefCell::new(HashMap::new());
+    static KEYS: RefCell<Cache<String, Option<RegisteredKey>>> = RefCell::new(Cache::new());
 }
 
-/// The key a `kid` names, active or not.
+/// The key a `kid` names, active or not (a configuration row: see `config`).
 pub fn registered_key(kid: &str) -> Option<RegisteredKey> {
+    cached(&KEYS, kid.to_string(), || load_key(kid))
+}
+
+fn load_key(kid: &str) -> Option<RegisteredKey> {
     spi::one(
         "SELECT tenant_id, purpose, public_key, active FROM toolgate.keys WHERE kid = $1",
         &[kid.into()],

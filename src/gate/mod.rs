@@ -17,7 +17,7 @@ use toolgate_core::token::Identity;
 use toolgate_core::{digest, untrusted};
 
 use crate::audit::Audit;
-use crate::spi;
+use crate::{config, spi};
 use confirmation::Answer;
 use idempotency::Reservation;
 
@@ -68,6 +68,7 @@ pub struct Call<'a> {
 
 /// `request_close` and `request_purchase_part`: the whole gate, in the caller's transaction.
 pub fn request(call: &Call) -> (Reply, Audit) {
+    config::begin_call();
     let mut audit = Audit::start("call", call.tool);
     let reply = run_request(call, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);
@@ -152,6 +153,7 @@ fn decide(
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
 pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>) -> Reply {
+    config::begin_call();
     let mut audit = Audit::start("confirm", "confirm");
     let reply = run_confirm(identity_token, confirmation_token, &mut audit)
         .unwrap_or_else(|deny| audit.denied(deny));
@@ -185,7 +187,7 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
 
     // The state may have moved since the proposal: authorization and domain run again.
     let args = contract::Checked {
-        sensitive: tool_is_sensitive(&p.tool),
+        sensitive: contract::tool(&p.tool).is_none_or(|(_, sensitive)| sensitive),
         digest: p.digest.clone(),
         schema_version: p.schema_version,
         value: p.args.clone(),
@@ -214,14 +216,10 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
     Ok(reply)
 }
 
-fn tool_is_sensitive(tool: &str) -> bool {
-    spi::one("SELECT sensitive FROM toolgate.tools WHERE tool = $1", &[tool.into()], |r| spi::col::<bool>(r, 1))
-        .unwrap_or(true)
-}
-
 /// `read_order`: tenant-scoped, works while writes are off, changes no ERP, ledger or quota row.
 /// The audit keeps the route and the count, not the content.
 pub fn read_order(identity_token: Option<&str>, order_id: Option<&str>) -> Reply {
+    config::begin_call();
     let mut audit = Audit::start("read", "read_order");
     let reply = run_read(identity_token, order_id, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);

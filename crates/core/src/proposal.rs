@@ -63,6 +63,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_tier_three_shows_a_challenge_word() {
+        assert_eq!(consent_hint(3, Some("CONFIRMAR-ABC123")), " Para confirmar, digite exatamente: CONFIRMAR-ABC123");
+        assert_eq!(consent_hint(2, Some("CONFIRMAR-ABC123")), " Para confirmar, responda sim.");
+        assert_eq!(consent_hint(1, None), " Para confirmar, responda sim.");
+    }
+
+    #[test]
     fn close_text_names_target_action_consequence_and_tenant() {
         let t = close_text("742", "shopping-a", "Inspeção validada pelo supervisor");
         assert!(t.starts_with("Solicitar fechamento da OS 742 (tenant shopping-a)"));

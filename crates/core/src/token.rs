@@ -450,4 +450,75 @@ mod tests {
         assert!(parse_public_key("not base64!").is_err());
         assert!(parse_public_key(&URL_SAFE_NO_PAD.encode([1u8; 31])).is_err());
     }
+
+    #[test]
+    fn tokens_up_to_eight_kib_are_read_and_longer_ones_are_not() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        // The size is judged before anything else is read: a good header, then filler.
+        let header = s.sign(&identity("shopping-a")).split('.').next().unwrap().to_string();
+        let of_len = |n: usize| format!("{header}.{}.x", "x".repeat(n - header.len() - 3));
+        assert_eq!(key_id(Some(&of_len(8 * 1024))).unwrap(), "idp-a");
+        assert_eq!(key_id(Some(&of_len(8 * 1024 + 1))), Err(TokenError::Malformed));
+        // A real token of several KiB (a claim nobody reads) verifies.
+        let big = s.sign(&json!({"sub": "u", "tenant": "shopping-a", "role": "r", "exp": NOW + 60, "pad": "x".repeat(4000)}));
+        assert!(big.len() > 5000);
+        assert!(verify_identity(&big, Some(&key), NOW).is_ok());
+    }
+
+    #[test]
+    fn a_header_without_alg_is_malformed_not_another_alg() {
+        let header = URL_SAFE_NO_PAD.encode(br#"{"kid":"idp-a"}"#);
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&identity("shopping-a")).unwrap());
+        assert_eq!(key_id(Some(&format!("{header}.{body}.sig"))), Err(TokenError::Malformed));
+        let not_json = URL_SAFE_NO_PAD.encode(b"{alg: EdDSA");
+        assert_eq!(key_id(Some(&format!("{not_json}.{body}.sig"))), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn issued_at_may_lead_the_clock_by_the_skew_and_no_more() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let mut at_skew = identity("shopping-a");
+        at_skew.iat = Some(NOW + SKEW_SECONDS);
+        assert!(verify_identity(&s.sign(&at_skew), Some(&key), NOW).is_ok());
+        at_skew.iat = Some(NOW + SKEW_SECONDS + 1);
+        assert_eq!(verify_identity(&s.sign(&at_skew), Some(&key), NOW), Err(TokenError::IssuedInFuture));
+    }
+
+    #[test]
+    fn confirmations_from_the_future_or_with_bad_claims_are_refused() {
+        let ch = signer("chan-a", 3);
+        let key = registered(&ch, "shopping-a", KeyPurpose::Channel);
+        let good = Confirmation { proposal: "p1".into(), decision: Decision::Approve, text: "sim".into(), at: NOW, exp: NOW + 300, via: Via::Typed };
+        let verify = |c: &Confirmation| verify_confirmation(&ch.sign(c), Some(&key), "shopping-a", NOW);
+        assert!(verify(&good).is_ok());
+        let future = Confirmation { at: NOW + 3600, ..good.clone() };
+        assert_eq!(verify(&future), Err(TokenError::IssuedInFuture));
+        let no_proposal = Confirmation { proposal: String::new(), ..good.clone() };
+        assert_eq!(verify(&no_proposal), Err(TokenError::Claims));
+        let essay = Confirmation { text: "s".repeat(1025), ..good.clone() };
+        assert_eq!(verify(&essay), Err(TokenError::Claims));
+        let expired = Confirmation { exp: NOW, ..good };
+        assert_eq!(verify(&expired), Err(TokenError::Expired));
+    }
+
+    #[test]
+    fn names_and_codes_are_the_ones_stored() {
+        for p in [KeyPurpose::Identity, KeyPurpose::Channel] {
+            assert_eq!(KeyPurpose::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(KeyPurpose::Channel.as_str(), "channel");
+        assert_eq!(KeyPurpose::parse("admin"), None);
+        let codes = [
+            TokenError::Missing, TokenError::Malformed, TokenError::Algorithm, TokenError::NoKeyId,
+            TokenError::UnknownKey, TokenError::WrongPurpose, TokenError::WrongTenant, TokenError::Signature,
+            TokenError::Claims, TokenError::Expired, TokenError::IssuedInFuture,
+        ]
+        .map(TokenError::code);
+        assert_eq!(codes[9], "expired");
+        assert!(codes.iter().all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+        assert_eq!(codes.iter().collect::<std::collections::BTreeSet<_>>().len(), codes.len());
+        assert_eq!(signer("idp-a", 1).kid(), "idp-a");
+    }
 }
