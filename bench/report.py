@@ -131,7 +131,7 @@ def report(results, cores, md_path, svg_path, profile_path=None, costs_path=None
                 ratio = rows[(workload, c)][0] / rows[(base, c)][0]
                 met = "—" if target is None else ("yes" if ratio >= target else "**no**")
                 tgt = "—" if target is None else f"≥ {target:g}"
-                out.append(f"| {text} | {c} | {ratio:.2f} | {tgt} | {met} |")
+                out.append(f"| {text} | {c} | {ratio:.3f} | {tgt} | {met} |")
     scale = sorted((int(label[len("scale-"):]), v) for (label, c), v in rows.items() if label.startswith("scale-"))
     if scale:
         out.append("")
@@ -142,7 +142,7 @@ def report(results, cores, md_path, svg_path, profile_path=None, costs_path=None
             out.append(f"| {size:,} | {tps:,.0f} | {p50:.2f} | {p99:.2f} |")
         ratio = scale[-1][1][0] / scale[0][1][0]
         out.append("")
-        out.append(f"TPS at {scale[-1][0]:,} rows is {ratio:.2f} × TPS at {scale[0][0]:,} rows (target ≥ 0.9: "
+        out.append(f"TPS at {scale[-1][0]:,} rows is {ratio:.3f} × TPS at {scale[0][0]:,} rows (target ≥ 0.9: "
                    f"{'met' if ratio >= 0.9 else '**missed**'}).")
     if profile_path and costs_path:
         out.extend(profile_section(profile_path, costs_path))

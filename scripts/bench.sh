@@ -92,10 +92,10 @@ run() {
     local since
     since=$(psql_ -d "$db" -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
     local out
-    out=$("$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres -d "$db" \
+    out=$("$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
         -c "$c" -j $((c < 2 ? c : 2)) -T "$duration" -f "bench/$workload.sql" \
         -D token="$token" -D token1="$token1" -D technician="$technician" \
-        --log --log-prefix="$logdir/tx" 2>&1) || { echo "$out" >&2; exit 1; }
+        --log --log-prefix="$logdir/tx" "$db" 2>&1) || { echo "$out" >&2; exit 1; }
     local tps
     tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
     python3 bench/report.py latency "$logdir" "$label" "$workload" "$c" "$tps" >>"$results"
@@ -140,6 +140,7 @@ done
 
 for size in "${sizes[@]}"; do
     echo "bench: ledger and audit pre-filled to $size rows"
+    # Every size starts alike: the new rows vacuumed and analyzed, then written out by a checkpoint.
     load_db toolgate_scale 200000
     psql_ -d toolgate_scale -c "
         INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state, reply, settled_at)
@@ -149,8 +150,7 @@ for size in "${sizes[@]}"; do
                                     detail, args_hmac, schema_version, policy_version, duration_us)
         SELECT 'call', 'bench', 'prefill-' || (g % 1000), 'bench-user', 'supervisor', 'request_close',
                g::text, 'SUCCEEDED', '{}', md5(g::text), 1, 1, 300
-          FROM generate_series(1, $size) g;
-        VACUUM ANALYZE toolgate.ledger, toolgate.audit;" >/dev/null
+          FROM generate_series(1, $size) g;" -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
     run gated_close 4 toolgate_scale "scale-$size"
 done
 
@@ -164,7 +164,7 @@ fi
 echo "bench: profile (gated_close, 1 client, statements tracked)"
 psql_ -d toolgate_bench -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 PGOPTIONS="-c pg_stat_statements.track=all" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
-    -d toolgate_bench -c 1 -j 1 -T "$duration" -f bench/gated_close.sql -D token="$token" >"$work/profile.out"
+    -c 1 -j 1 -T "$duration" -f bench/gated_close.sql -D token="$token" toolgate_bench >"$work/profile.out"
 psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), \
     regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements WHERE calls > 1 ORDER BY total_exec_time DESC" \
     >"$work/profile.tsv"

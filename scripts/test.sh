@@ -6,6 +6,8 @@
 #   4. isolation specs (pg_test/isolation/): races between sessions, step by step
 #   5. client integration tests (tests/) over real connections
 #   6. the short load with invariants: 32 connections, 2000 calls
+#   7. the benchmark's smoke run, so the benchmark cannot rot
+#   8. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
 # Exits non-zero on the first suite that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +21,10 @@ cleanup() { scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
 trap cleanup EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-step "1/6 unit tests (toolgate-core, toolgate-cli)"
+step "1/8 unit tests (toolgate-core, toolgate-cli)"
 cargo test --quiet -p toolgate-core -p toolgate-cli
 
-step "2/6 #[pg_test] (cargo pgrx test pg15)"
+step "2/8 #[pg_test] (cargo pgrx test pg15)"
 mkdir -p "$work/pgrx-data"
 chown postgres: "$work/pgrx-data"
 # The filter keeps the client integration tests (step 4, which need a running server) out.
@@ -30,7 +32,7 @@ cargo pgrx test pg15 --runas postgres --pgdata "$work/pgrx-data" "tests::pg_"
 # That installed a build with the test schema in it; put the real one back.
 scripts/install-extension.sh
 
-step "3/6 pg_regress scenarios as toolgate_agent (pg_test/)"
+step "3/8 pg_regress scenarios as toolgate_agent (pg_test/)"
 port=$(scripts/cluster.sh port "${TOOLGATE_TEST_PORT:-54401}")
 scripts/cluster.sh start "$work/pg" "$port"
 export TOOLGATE_ROOT="$root" TOOLGATE_BIN="$root/target/debug/toolgate" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
@@ -42,14 +44,21 @@ if ! "$regress" --bindir=/usr/lib/postgresql/15/bin --host="$work/pg/socket" --p
     exit 1
 fi
 
-step "4/6 isolation specs (pg_test/isolation/)"
+step "4/8 isolation specs (pg_test/isolation/)"
 TOOLGATE_PG_HOST="$work/pg/socket" TOOLGATE_PG_PORT="$port" scripts/isolation.sh
 
-step "5/6 client integration tests (tests/)"
+step "5/8 client integration tests (tests/)"
 TOOLGATE_TEST_HOST="$work/pg/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it" \
 TOOLGATE_TEST_LOG="$work/pg/server.log" cargo test --quiet -p pg_toolgate --test '*'
 
-step "6/6 load with invariants, short (scripts/load.sh)"
+step "6/8 load with invariants, short (scripts/load.sh)"
 TOOLGATE_PG_HOST="$work/pg/socket" TOOLGATE_PG_PORT="$port" scripts/load.sh
+
+step "7/8 benchmark smoke run (scripts/bench.sh --smoke)"
+scripts/bench.sh --smoke
+
+step "8/8 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
+# Its own target directory and a private PostgreSQL copy: the system's install is not touched.
+scripts/mutants.sh --ci
 
 step "all suites passed"

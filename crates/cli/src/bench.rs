@@ -21,13 +21,18 @@ pub async fn confirmations(db: &Client, identity: &str, channel: &Signer, count:
         &[&count],
     )
     .await?;
-    db.execute(
-        "SELECT toolgate.request_close($1, 'pre-' || g, jsonb_build_object('order_id', (500000000 + g)::text, \
-         'reason', 'benchmark close', 'idempotency_key', 'prepared-' || g)) \
-         FROM generate_series(1, $2::bigint) g",
-        &[&identity, &count],
-    )
-    .await?;
+    // A proposal takes a transaction-scoped advisory lock on its conversation: a thousand calls a
+    // statement (each its own transaction) keep the lock table within its default size.
+    for first in (1..=count).step_by(1000) {
+        let last = (first + 999).min(count);
+        db.execute(
+            "SELECT toolgate.request_close($1, 'pre-' || g, jsonb_build_object('order_id', (500000000 + g)::text, \
+             'reason', 'benchmark close', 'idempotency_key', 'prepared-' || g)) \
+             FROM generate_series($2::bigint, $3::bigint) g",
+            &[&identity, &first, &last],
+        )
+        .await?;
+    }
     let rows = db
         .query(
             "SELECT proposal_id::text FROM toolgate.proposals \

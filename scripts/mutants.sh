@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# Mutation proof (seed 000: a control counts only if a test fails when it is removed). Each mutant
+# removes one control from a throwaway copy of the tree; the copy is built with its own target
+# directory and installed into a PRIVATE relocated PostgreSQL (scripts/private-pg.sh), never the
+# system's; then the suites run against a fresh cluster of that PostgreSQL and every test that
+# failed is recorded. A mutant no test catches is a finding.
+#
+#   scripts/mutants.sh --ci              seed 000's five named mutants (mutants/named/*.toml, seed = true)
+#   scripts/mutants.sh [--all]           every named mutant in mutants/named/
+#   scripts/mutants.sh NAME...           these named mutants
+#   scripts/mutants.sh --gate [FROM [TO]]
+#                                        cargo-mutants' mutants of the extension's gate code (src/gate/,
+#                                        src/config.rs, src/entry.rs; its --list --json),
+#                                        numbers FROM..TO-1 (default all), applied one at a time
+#
+# Suites (MUTANTS_SUITES, default "unit demo regress isolation it load"): unit = toolgate-core's
+# tests (only for a mutant that touches crates/), demo = `toolgate demo`, regress = pg_regress over
+# pg_test/, isolation = the isolation specs (scripts/isolation.sh), it = the client integration
+# tests of tests/, load = the short load with invariants (scripts/load.sh). Named mutants run every
+# suite, so the table names every test that caught them; --gate stops at the first suite that
+# catches (MUTANTS_FIRST_FAIL=1).
+#
+# Environment: MUTANTS_TARGET_DIR (target/mutants; the tree copy lives inside it), MUTANTS_PG
+# (target/pg-mutants, the private PostgreSQL), MUTANTS_WORK (a new /tmp/pg_toolgate-mutants.XXXXXX,
+# removed at exit unless given), MUTANTS_PORT (first port tried, 54501).
+#
+# Exit: 0 every mutant caught; 1 a mutant survived; 2 the harness could not judge (the baseline
+# fails, a named mutant does not build); 3 an edit no longer applies (re-anchor the mutant).
+# The whole script is one block, read before it runs: editing it meanwhile cannot derail a run.
+{
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+export PATH="$HOME/.cargo/bin:$PATH"
+# A Rust backtrace in the server would only slow it; the clients' own are not needed either.
+unset RUST_BACKTRACE
+
+mode=named
+names=()
+case "${1:-}" in
+--ci) mode=named; for f in mutants/named/*.toml; do
+        [ "$(python3 mutants/apply.py field "$f" seed)" = true ] && names+=("$(basename "$f" .toml)"); done ;;
+--all | "") mode=named; for f in mutants/named/*.toml; do names+=("$(basename "$f" .toml)"); done ;;
+--gate) mode=gate; gate_from=${2:-0}; gate_to=${3:-} ;;
+-h | --help) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 0 ;;
+*) names=("$@") ;;
+esac
+for n in "${names[@]}"; do
+    [ -f "mutants/named/$n.toml" ] || { echo "mutants: no mutant named $n (mutants/named/$n.toml)" >&2; exit 2; }
+done
+
+target=$(realpath -m "${MUTANTS_TARGET_DIR:-target/mutants}")
+pgc=$(scripts/private-pg.sh "${MUTANTS_PG:-target/pg-mutants}")
+pgbin=$(dirname "$pgc")
+regress_bin=$(dirname "$pgbin")/lib/pgxs/src/test/regress/pg_regress
+suites=${MUTANTS_SUITES:-unit demo regress isolation it load}
+first_fail=${MUTANTS_FIRST_FAIL:-$([ "$mode" = gate ] && echo 1 || echo 0)}
+# Time-outs per suite, in seconds (the unmutated suites take about 2, 10 and 10 here); a mutant
+# that hangs a suite counts as a time-out, as cargo-mutants counts them.
+if [ "$mode" = gate ]; then t_demo=60 t_regress=180 t_it=90 t_load=180; else t_demo=300 t_regress=600 t_it=300 t_load=600; fi
+if [ -n "${MUTANTS_WORK:-}" ]; then
+    work=$MUTANTS_WORK; keep_work=1; mkdir -p "$work"
+else
+    work=$(mktemp -d /tmp/pg_toolgate-mutants.XXXXXX); keep_work=0
+fi
+chmod 711 "$work"
+pristine=$target/pristine tree=$target/tree bin=$work/bin
+mkdir -p "$target" "$bin"
+port=$(scripts/cluster.sh port "${MUTANTS_PORT:-54501}")
+cleanup() {
+    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    [ -d "$tree" ] && [ -d "$pristine" ] && python3 mutants/apply.py sync "$pristine" "$tree" || true
+    [ "$keep_work" = 1 ] || rm -rf "$work"
+}
+trap cleanup EXIT
+export CARGO_TARGET_DIR=$target
+log() { printf '%s\n' "$*" >&2; }
+
+# The tree under test: the working tree's tracked and untracked-but-not-ignored files.
+rm -rf "$pristine"
+mkdir -p "$pristine" "$tree"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$pristine"
+python3 mutants/apply.py sync "$pristine" "$tree"
+
+install_ext() { (cd "$tree" && cargo pgrx install --pg-config "$pgc") >"$1" 2>&1; }
+
+log "mutants: building the unmutated tree in $target (the first time takes several minutes)"
+t0=$(date +%s)
+install_ext "$work/build-baseline.log" || { cat "$work/build-baseline.log" >&2; exit 2; }
+(cd "$tree" && cargo build --quiet -p toolgate-cli) >"$work/build-cli.log" 2>&1 || { cat "$work/build-cli.log" >&2; exit 2; }
+cp "$target/debug/toolgate" "$bin/toolgate"
+# The client integration tests talk to the server only: build them once, unmutated, and keep them.
+(cd "$tree" && cargo test -p pg_toolgate --test '*' --no-run --message-format=json 2>"$work/build-it.log") |
+    python3 -c '
+import json, sys, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        shutil.copy(m["executable"], sys.argv[1] + "/it-" + m["target"]["name"])
+' "$bin"
+ls "$bin"/it-* >/dev/null 2>&1 || { cat "$work/build-it.log" >&2; exit 2; }
+if [[ " $suites " == *" unit "* ]]; then
+    (cd "$tree" && cargo test --quiet -p toolgate-core --no-run) >"$work/build-unit.log" 2>&1 || { cat "$work/build-unit.log" >&2; exit 2; }
+fi
+log "mutants: built in $(( $(date +%s) - t0 ))s"
+
+fresh_cluster() {
+    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    rm -rf "$work/pg" "$work/keys-demo" "$work/keys-regress" "$work/keys-it" "$work/regress"
+    PGBIN=$pgbin scripts/cluster.sh start "$work/pg" "$port"
+}
+
+# Each suite prints the names of the tests that failed, one a line, and returns 0 if it passed,
+# 1 if a test failed, 124 on a time-out.
+suite_unit() {
+    local out=$work/unit.out rc=0
+    (cd "$tree" && timeout 900 cargo test --quiet -p toolgate-core) >"$out" 2>&1 || rc=$?
+    [ "$rc" = 0 ] && return 0
+    [ "$rc" = 124 ] && { echo "unit: time-out"; return 124; }
+    local names
+    names=$(sed -n 's/^---- \(.*\) stdout ----$/unit:\1/p' "$out")
+    if [ -n "$names" ]; then echo "$names"; else echo "unit: does not build or run (exit $rc)"; fi
+    return 1
+}
+
+suite_demo() {
+    local out=$work/demo.out rc=0
+    timeout "$t_demo" "$bin/toolgate" demo --host "$work/pg/socket" --port "$port" --dbname toolgate_demo \
+        --keys "$work/keys-demo" --server-log "$work/pg/server.log" >"$out" 2>&1 || rc=$?
+    [ "$rc" = 0 ] && return 0
+    [ "$rc" = 124 ] && { echo "demo: time-out"; return 124; }
+    local names
+    names=$(sed -n 's/^ *\[BROKEN\] \(.*\)$/demo:\1/p' "$out")
+    if [ -n "$names" ]; then echo "$names"; else echo "demo: error: $(grep -m1 '^toolgate:' "$out" | cut -c1-160)"; fi
+    return 1
+}
+
+suite_regress() {
+    local rc=0
+    mkdir -p "$work/regress"
+    TOOLGATE_ROOT=$tree TOOLGATE_BIN=$bin/toolgate TOOLGATE_KEYS=$work/keys-regress TOOLGATE_MINT=$tree/pg_test/mint \
+        timeout "$t_regress" "$regress_bin" --bindir="$pgbin" --host="$work/pg/socket" --port="$port" --user=postgres \
+        --dbname=toolgate_regress --inputdir="$tree/pg_test" --outputdir="$work/regress" \
+        --schedule="$tree/pg_test/schedule" >"$work/regress.out" 2>&1 || rc=$?
+    [ "$rc" = 0 ] && return 0
+    [ "$rc" = 124 ] && { echo "regress: time-out"; return 124; }
+    local names
+    names=$(grep -E '\.\.\. *FAILED|\.\.\. *failed' "$work/regress.out" | sed -E 's/^ *(test )?([^ ]+) .*$/regress:\2/')
+    if [ -n "$names" ]; then echo "$names"; else echo "regress: error (exit $rc)"; fi
+    return 1
+}
+
+suite_isolation() {
+    local rc=0 out=$work/isolation.out
+    [ -x "$tree/scripts/isolation.sh" ] || return 0
+    PGBIN=$pgbin TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
+        timeout "$t_regress" "$tree/scripts/isolation.sh" >"$out" 2>&1 || rc=$?
+    [ "$rc" = 0 ] && return 0
+    [ "$rc" = 124 ] && { echo "isolation: time-out"; return 124; }
+    local names
+    names=$(grep -E '\.\.\. *FAILED|\.\.\. *failed' "$out" | sed -E 's/^ *(test )?([^ ]+) .*$/isolation:\2/')
+    if [ -n "$names" ]; then echo "$names"; else echo "isolation: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
+    return 1
+}
+
+suite_load() {
+    local rc=0 out=$work/load.out
+    [ -x "$tree/scripts/load.sh" ] || return 0
+    PGBIN=$pgbin TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
+        timeout "$t_load" "$tree/scripts/load.sh" >"$out" 2>&1 || rc=$?
+    [ "$rc" = 0 ] && return 0
+    [ "$rc" = 124 ] && { echo "load: time-out"; return 124; }
+    local names
+    names=$(sed -n 's/^ *\[BROKEN\] \(.*\)$/load:\1/p' "$out" | cut -c1-160)
+    if [ -n "$names" ]; then echo "$names"; else echo "load: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
+    return 1
+}
+
+suite_it() {
+    local failed=0 timed_out=0 b name rc out
+    for b in "$bin"/it-*; do
+        name=${b##*/it-}
+        out=$work/it-$name.out
+        rc=0
+        TOOLGATE_TEST_HOST=$work/pg/socket TOOLGATE_TEST_PORT=$port TOOLGATE_TEST_KEYS=$work/keys-it \
+            TOOLGATE_TEST_LOG=$work/pg/server.log timeout "$t_it" "$b" -q >"$out" 2>&1 || rc=$?
+        [ "$rc" = 0 ] && continue
+        failed=1
+        if [ "$rc" = 124 ]; then timed_out=1; echo "it:$name time-out"; continue; fi
+        local names
+        names=$(sed -n "s/^---- \(.*\) stdout ----\$/it:$name::\1/p" "$out")
+        if [ -n "$names" ]; then echo "$names"; else echo "it:$name (exit $rc)"; fi
+    done
+    [ "$timed_out" = 1 ] && return 124
+    return "$failed"
+}
+
+# Run the suites against the installed build; print what failed; return 0 (all passed), 1 (a test
+# failed) or 124 (only time-outs). $1: whether the unit suite is relevant.
+run_suites() {
+    local unit=$1 s rc caught=0 timeouts=0
+    fresh_cluster
+    for s in $suites; do
+        [ "$s" = unit ] && [ "$unit" != 1 ] && continue
+        rc=0
+        "suite_$s" || rc=$?
+        [ "$rc" = 1 ] && caught=1
+        [ "$rc" = 124 ] && timeouts=1
+        if [ "$first_fail" = 1 ] && [ "$rc" != 0 ]; then break; fi
+    done
+    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    [ "$caught" = 1 ] && return 1
+    [ "$timeouts" = 1 ] && return 124
+    return 0
+}
+
+log "mutants: baseline (the unmutated tree must pass every suite)"
+t0=$(date +%s)
+rc=0
+baseline=$(run_suites 1) || rc=$?
+if [ "$rc" != 0 ]; then
+    log "mutants: the unmutated tree fails, nothing can be judged:"
+    log "$baseline"
+    exit 2
+fi
+log "mutants: baseline passed in $(( $(date +%s) - t0 ))s"
+
+results=$work/results.tsv
+: >"$results"
+survived=0
+
+# Judge the mutant already applied to the tree: $1 its name, $2 the files it changed.
+judge() {
+    local name=$1 files=$2 t0 unit=0 rc=0 failed verdict build_log
+    t0=$(date +%s)
+    build_log=$work/build-$(printf '%s' "${name%%:*}" | tr -c 'A-Za-z0-9_.-' '_').log
+    grep -q '^crates/' <<<"$files" && unit=1
+    if ! install_ext "$build_log"; then
+        verdict=unviable failed="does not build"
+    else
+        failed=$(run_suites "$unit") || rc=$?
+        case $rc in
+        0) verdict=MISSED; survived=1 ;;
+        1) verdict=caught ;;
+        *) verdict=timeout ;;
+        esac
+    fi
+    local n
+    n=$(grep -c . <<<"$failed" || true)
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$verdict" "$(( $(date +%s) - t0 ))" "$n" "$(tr '\n' ';' <<<"$failed" | sed 's/;$//')" >>"$results"
+    printf '%-26s %-8s %4ss  %s\n' "$name" "$verdict" "$(( $(date +%s) - t0 ))" "$(head -c 300 <<<"${failed//$'\n'/; }")" >&2
+    python3 mutants/apply.py sync "$pristine" "$tree"
+}
+
+t_all=$(date +%s)
+if [ "$mode" = named ]; then
+    for name in "${names[@]}"; do
+        rc=0
+        files=$(python3 mutants/apply.py named "$tree" "mutants/named/$name.toml") || rc=$?
+        if [ "$rc" != 0 ]; then python3 mutants/apply.py sync "$pristine" "$tree"; exit 3; fi
+        judge "$name" "$files"
+        if grep -q "^$name	unviable" "$results"; then
+            log "mutants: $name does not build: see $work/build-$name.log"; tail -20 "$work/build-$name.log" >&2
+            python3 mutants/apply.py sync "$pristine" "$tree"; exit 2
+        fi
+    done
+else
+    command -v cargo-mutants >/dev/null || { log "mutants: --gate needs cargo-mutants (cargo install cargo-mutants --locked)"; exit 2; }
+    (cd "$tree" && cargo mutants --list --json -f 'src/gate/*.rs' -f src/config.rs -f src/entry.rs) >"$work/gate-mutants.json"
+    total=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$work/gate-mutants.json")
+    gate_to=${gate_to:-$total}
+    log "mutants: cargo-mutants lists $total mutants in the gate code; judging $gate_from..$((gate_to - 1))"
+    for ((i = gate_from; i < gate_to && i < total; i++)); do
+        desc=$(python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))[int(sys.argv[2])]
+print(m["name"] if "name" in m else m)' "$work/gate-mutants.json" "$i")
+        files=$(python3 mutants/apply.py listed "$tree" "$work/gate-mutants.json" "$i")
+        judge "$i: $desc" "$files"
+    done
+fi
+
+echo
+echo "| mutant | verdict | seconds | tests that failed |"
+echo "|---|---|---|---|"
+while IFS=$'\t' read -r name verdict secs n failed; do
+    echo "| $name | $verdict | $secs | ${failed//;/; } |"
+done <"$results"
+echo
+awk -F'\t' -v secs=$(( $(date +%s) - t_all )) '{c[$2]++} END {printf "mutants: %d judged: %d caught, %d missed, %d timeout, %d unviable (%ds)\n", NR, c["caught"], c["MISSED"], c["timeout"], c["unviable"], secs}' "$results"
+[ "$keep_work" = 1 ] && echo "mutants: results in $results"
+exit "$survived"
+}
