@@ -150,31 +150,24 @@ suite_regress() {
     return 1
 }
 
-suite_isolation() {
-    local rc=0 out=$work/isolation.out
-    [ -x "$tree/scripts/isolation.sh" ] || return 0
+# Run scripts/NAME.sh against the cluster: $2 its time-out, $3 a sed -E script that prints the
+# names of the tests that failed from the script's output.
+suite_script() {
+    local name=$1 limit=$2 failed=$3 rc=0 out=$work/$1.out
+    [ -x "$tree/scripts/$name.sh" ] || return 0
     PGBIN=$pgbin TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
-        timeout "$t_regress" "$tree/scripts/isolation.sh" >"$out" 2>&1 || rc=$?
+        timeout "$limit" "$tree/scripts/$name.sh" >"$out" 2>&1 || rc=$?
     [ "$rc" = 0 ] && return 0
-    [ "$rc" = 124 ] && { echo "isolation: time-out"; return 124; }
+    [ "$rc" = 124 ] && { echo "$name: time-out"; return 124; }
     local names
-    names=$(grep -E '\.\.\. *FAILED|\.\.\. *failed' "$out" | sed -E 's/^ *(test )?([^ ]+) .*$/isolation:\2/')
-    if [ -n "$names" ]; then echo "$names"; else echo "isolation: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
+    names=$(sed -n -E "$failed" "$out" | cut -c1-160)
+    if [ -n "$names" ]; then echo "$names"; else echo "$name: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
     return 1
 }
 
-suite_load() {
-    local rc=0 out=$work/load.out
-    [ -x "$tree/scripts/load.sh" ] || return 0
-    PGBIN=$pgbin TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
-        timeout "$t_load" "$tree/scripts/load.sh" >"$out" 2>&1 || rc=$?
-    [ "$rc" = 0 ] && return 0
-    [ "$rc" = 124 ] && { echo "load: time-out"; return 124; }
-    local names
-    names=$(sed -n 's/^ *\[BROKEN\] \(.*\)$/load:\1/p' "$out" | cut -c1-160)
-    if [ -n "$names" ]; then echo "$names"; else echo "load: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
-    return 1
-}
+suite_isolation() { suite_script isolation "$t_regress" 's/^ *(test )?([^ ]+) .*\.\.\. *(FAILED|failed).*$/isolation:\2/p'; }
+
+suite_load() { suite_script load "$t_load" 's/^ *\[BROKEN\] (.*)$/load:\1/p'; }
 
 suite_it() {
     local failed=0 timed_out=0 b name rc out

@@ -16,13 +16,6 @@ async fn propose(lab: &Lab, app: &tokio_postgres::Client, conv: &str, order: &st
     r["proposal"]["id"].as_str().unwrap().to_string()
 }
 
-async fn last_reason(root: &tokio_postgres::Client) -> String {
-    root.query_one("SELECT coalesce(detail->>'reason', '') FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
-        .await
-        .unwrap()
-        .get(0)
-}
-
 fn yes(lab: &Lab, pid: &str, at: i64) -> String {
     keys::confirmation(&lab.a.channel, pid, "approve", "sim", at, "typed")
 }

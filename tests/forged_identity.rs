@@ -54,11 +54,7 @@ async fn forged_identities_are_blocked_with_their_reason() {
         let key = format!("forged-{reason}-{}", name.len());
         let reply = db::request_close(&app, &token, "conv-forged", &close_args("742", &key)).await.unwrap();
         assert_eq!(outcome(&reply), ("BLOCKED", "identity_invalid"), "{name}");
-        let got: String = root
-            .query_one("SELECT detail->>'reason' FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let got = last_reason(&root).await;
         assert_eq!(got, reason, "{name}");
         let read = db::read_order(&app, &token, "742").await.unwrap();
         assert_eq!(outcome(&read), ("BLOCKED", "identity_invalid"), "{name} (read)");

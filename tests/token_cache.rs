@@ -21,11 +21,7 @@ async fn a_remembered_token_still_meets_revocation_and_expiry() {
     assert_eq!(outcome(&db::read_order(&app, &short, "742").await.unwrap()), ("SUCCEEDED", "-"));
     tokio::time::sleep(Duration::from_millis(3100)).await;
     assert_eq!(outcome(&db::read_order(&app, &short, "742").await.unwrap()), ("BLOCKED", "identity_invalid"));
-    let reason: String = root
-        .query_one("SELECT detail->>'reason' FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let reason = last_reason(&root).await;
     assert_eq!(reason, "expired");
 
     let token = lab.supervisor_a();
@@ -33,10 +29,6 @@ async fn a_remembered_token_still_meets_revocation_and_expiry() {
     let dba = lab.connect(DBA).await.unwrap();
     dba.execute("SELECT toolgate.revoke_key('idp-shopping-a')", &[]).await.unwrap();
     assert_eq!(outcome(&db::read_order(&app, &token, "742").await.unwrap()), ("BLOCKED", "identity_invalid"));
-    let reason: String = root
-        .query_one("SELECT detail->>'reason' FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let reason = last_reason(&root).await;
     assert_eq!(reason, "unknown_kid");
 }

@@ -29,11 +29,7 @@ async fn a_remembered_token_is_refused_once_its_key_row_changes() {
         root.batch_execute(&sql).await.unwrap();
         let r = db::read_order(&app, &token, "742").await.unwrap();
         assert_eq!(outcome(&r), ("BLOCKED", "identity_invalid"), "after the key row changed ({reason}): {r}");
-        let got: String = root
-            .query_one("SELECT detail->>'reason' FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let got = last_reason(&root).await;
         assert_eq!(got, reason);
         // Put the row back as the DBA registered it.
         root.execute(

@@ -40,6 +40,14 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.expect(sql).get(0)
 }
 
+/// The `reason` the newest audit row gives for its outcome ('' if it gives none).
+pub async fn last_reason(root: &Client) -> String {
+    root.query_one("SELECT coalesce(detail->>'reason', '') FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
+        .await
+        .expect("the newest audit row")
+        .get(0)
+}
+
 /// The ERP's effects for `order_id`.
 pub async fn effects(root: &Client, order_id: &str) -> i64 {
     root.query_one("SELECT count(*) FROM toolgate.effects WHERE target = $1", &[&order_id])
