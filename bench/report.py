@@ -46,6 +46,7 @@ COMPARE = [
     ("replay", "gated_close", 2.0, "replay ≥ 2 × gated"),
     ("denial", "gated_close", 1.0, "denial ≥ gated"),
     ("purchase", "floor_close", None, "for reference: a gated tier-0 purchase against the close floor"),
+    ("replay", "durable_write", None, "for reference: replay against a one-row durable write"),
 ]
 
 NAMES = {
@@ -56,6 +57,7 @@ NAMES = {
     "replay": "replay: the same key again",
     "denial": "denial at the policy step (role)",
     "purchase": "purchase: request_purchase_part tier 0, 100 cost centres",
+    "durable_write": "for reference: one small row, written and committed",
 }
 
 

@@ -35,15 +35,19 @@ CREATE SEQUENCE bench.confirmations_used;
 -- iteration proposes a close and confirms one made earlier, the same work as proposing and
 -- confirming the same one.
 CREATE TABLE bench.confirmations (n bigint PRIMARY KEY, proposal_id uuid NOT NULL, token text NOT NULL);
+-- The least any transaction that writes pays: one small row, no index, committed and flushed. A
+-- replay writes its audit row, so it cannot cost less than this.
+CREATE TABLE bench.one_write (client_id int NOT NULL, at timestamptz NOT NULL DEFAULT now());
 
 -- The floor: the same row writes as a gated tier-0 close (ledger reserved then settled, quota,
--- order, ERP record, audit), as a plain PL/pgSQL function with no checks at all. PL/pgSQL like
--- the entry points, so both sides plan once per session.
+-- order, ERP record, audit), as a plain PL/pgSQL function with no checks at all, so it plans once
+-- per session like the gate's statements. Its constants are the size of what the gate writes (a
+-- digest and an HMAC of 64 characters, the 243-byte reply, the quota in the audit detail).
 CREATE FUNCTION bench.floor_close(p_order text, p_key text, p_conversation text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
-    VALUES ('bench', 'request_close', p_key, 'digest', 'reserved');
+    VALUES ('bench', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'reserved');
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
@@ -51,12 +55,13 @@ BEGIN
      WHERE tenant_id = 'bench' AND order_id = p_order;
     INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
     VALUES ('bench', p_order, 'benchmark close', 'bench-user', p_key);
-    UPDATE toolgate.ledger SET state = 'settled', reply = '{"outcome": "SUCCEEDED"}', settled_at = now()
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": 15300}, "content": [{"text": "Close of work order 15300 requested (ERP request 15300).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = 'bench' AND tool = 'request_close' AND idempotency_key = p_key;
     INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, outcome,
                                 detail, args_hmac, schema_version, policy_version, duration_us)
     VALUES ('call', 'bench', p_conversation, 'bench-user', 'supervisor', 'request_close', p_order,
-            'SUCCEEDED', '{}', 'hmac', 1, 1, 0);
+            'SUCCEEDED', '{"quota": {"left": 1999984700, "used": 15300, "limit": 2000000000}}',
+            '45fcfb6ff200cde295f215271ea0f956e9e2f1da65043d188abf4b47d9541a95', 1, 1, 0);
 END
 $$;
 
@@ -68,7 +73,7 @@ DECLARE
     made uuid;
 BEGIN
     INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
-    VALUES ('bench1', 'request_close', p_key, 'digest', 'reserved');
+    VALUES ('bench1', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'reserved');
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench1', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
@@ -76,15 +81,16 @@ BEGIN
      WHERE tenant_id = 'bench1' AND conversation_id = p_conversation AND status = 'live';
     INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, args_digest,
                                     idempotency_key, text, tier, schema_version, policy_version, status, expires_at)
-    VALUES ('bench1', p_conversation, 'bench-user', 'request_close', p_order, '{}', 'digest', p_key,
-            'Solicitar fechamento', 1, 1, 1, 'live', now() + interval '1 day')
+    VALUES ('bench1', p_conversation, 'bench-user', 'request_close', p_order, '{"order_id": "1", "reason": "benchmark close", "idempotency_key": "pair-key-1"}', '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', p_key,
+            'Solicitar fechamento da OS 15300 (tenant bench1): a OS passa a close_requested. Para confirmar, responda sim.', 1, 1, 1, 'live', now() + interval '1 day')
     RETURNING proposal_id INTO made;
     UPDATE toolgate.ledger SET state = 'pending', proposal_id = made
      WHERE tenant_id = 'bench1' AND tool = 'request_close' AND idempotency_key = p_key;
     INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
                                 outcome, detail, args_hmac, schema_version, policy_version, duration_us)
     VALUES ('call', 'bench1', p_conversation, 'bench-user', 'supervisor', 'request_close', p_order, made,
-            'NEEDS_CONFIRMATION', '{}', 'hmac', 1, 1, 0);
+            'NEEDS_CONFIRMATION', '{"quota": {"left": 1999984700, "used": 15300, "limit": 2000000000}}',
+            '45fcfb6ff200cde295f215271ea0f956e9e2f1da65043d188abf4b47d9541a95', 1, 1, 0);
     RETURN made;
 END
 $$;
@@ -100,11 +106,11 @@ BEGIN
      WHERE tenant_id = p.tenant_id AND order_id = p.target;
     INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
     VALUES (p.tenant_id, p.target, 'benchmark close', 'bench-user', p.idempotency_key, p.proposal_id);
-    UPDATE toolgate.ledger SET state = 'settled', reply = '{"outcome": "SUCCEEDED"}', settled_at = now()
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": 15300}, "content": [{"text": "Close of work order 15300 requested (ERP request 15300).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = p.tenant_id AND tool = p.tool AND idempotency_key = p.idempotency_key;
     INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
                                 outcome, detail, args_hmac, schema_version, policy_version, duration_us)
     VALUES ('confirm', p.tenant_id, p.conversation_id, 'bench-user', 'supervisor', p.tool, p.target,
-            p.proposal_id, 'SUCCEEDED', '{}', 'hmac', 1, 1, 0);
+            p.proposal_id, 'SUCCEEDED', '{}', '45fcfb6ff200cde295f215271ea0f956e9e2f1da65043d188abf4b47d9541a95', 1, 1, 0);
 END
 $$;

@@ -133,7 +133,7 @@ check() {
 
 echo "bench: workloads (${duration}s each)"
 for c in "${clients[@]}"; do
-    for w in floor_close gated_close floor_pair gated_pair replay denial purchase; do
+    for w in floor_close gated_close floor_pair gated_pair replay denial purchase durable_write; do
         run "$w" "$c" toolgate_bench
     done
 done

@@ -3,26 +3,26 @@
 -- who may EXECUTE which.
 
 ------------------------------------------------------------------------------------------------
--- Agent entry points (DESIGN §4). Arguments arrive as jsonb and reach the gate as text, so that
--- a number Rust cannot hold (1e400) is a schema_invalid outcome rather than an exception.
--- PL/pgSQL, not SQL: a session plans the inner call once instead of on every call.
+-- Agent entry points (DESIGN §4): the Rust functions themselves (src/entry.rs), with no wrapper in
+-- between. `args` reaches the gate as the jsonb's text, so that a number Rust cannot hold (1e400)
+-- is a schema_invalid outcome rather than an exception.
 ------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION toolgate.read_order(identity text, order_id text) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ BEGIN RETURN toolgate.gate_read_order(identity, order_id); END $$;
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'read_order_wrapper';
 
 CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ BEGIN RETURN toolgate.gate_request('request_close', identity, conversation_id, args::text); END $$;
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'request_close_wrapper';
 
 CREATE FUNCTION toolgate.request_purchase_part(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ BEGIN RETURN toolgate.gate_request('request_purchase_part', identity, conversation_id, args::text); END $$;
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'request_purchase_part_wrapper';
 
 CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$ BEGIN RETURN toolgate.gate_confirm(identity, confirmation); END $$;
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'confirm_wrapper';
 
 COMMENT ON FUNCTION toolgate.read_order(text, text) IS
     'Read a work order of the caller''s tenant; its note comes back marked as untrusted data.';

@@ -1,7 +1,9 @@
-//! The Rust functions behind the SQL surface. None is granted to a client role: the entry points
-//! in `sql/api.sql` are SECURITY DEFINER wrappers that pass `jsonb` arguments as text (so that a
-//! number Rust cannot hold becomes `schema_invalid`, not an exception) and pin `search_path`.
+//! The Rust functions behind the SQL surface. The four agent entry points are declared in
+//! `sql/api.sql` as `LANGUAGE c` functions on these symbols, SECURITY DEFINER with a pinned
+//! `search_path`; the others are internal and granted to no client role.
 
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::nullable::Nullable;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
@@ -12,19 +14,60 @@ use crate::error::AdminError;
 use crate::gate::{self, Call};
 use crate::{audit, subxact};
 
-#[pg_extern(volatile, parallel_unsafe)]
-fn gate_request(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
+/// A `jsonb` argument as its text. The gate parses it itself, so that a number Rust cannot hold
+/// (1e400) is a `schema_invalid` outcome rather than an exception.
+pub struct JsonbText(String);
+
+impl FromDatum for JsonbText {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<JsonbText> {
+        if is_null {
+            return None;
+        }
+        unsafe {
+            let cstr = pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)])
+                .expect("jsonb_out returns a C string");
+            let text = cstr.to_str().expect("jsonb text is UTF-8").to_string();
+            pg_sys::pfree(cstr.as_ptr() as *mut core::ffi::c_void);
+            Some(JsonbText(text))
+        }
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
+    }
+    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
+        unsafe { arg.unbox_arg_using_from_datum().into() }
+    }
+}
+
+pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbText, arg_only = "jsonb");
+
+fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    let args = args.as_ref().map(|a| a.0.as_str());
     let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args });
     JsonB(reply.to_json())
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
-fn gate_confirm(identity: Option<&str>, confirmation: Option<&str>) -> JsonB {
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn request_close(identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    write_call("request_close", identity, conversation_id, args)
+}
+
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn request_purchase_part(identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    write_call("request_purchase_part", identity, conversation_id, args)
+}
+
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> JsonB {
     JsonB(gate::confirm(identity, confirmation).to_json())
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
-fn gate_read_order(identity: Option<&str>, order_id: Option<&str>) -> JsonB {
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn read_order(identity: Option<&str>, order_id: Option<&str>) -> JsonB {
     JsonB(gate::read_order(identity, order_id).to_json())
 }
 

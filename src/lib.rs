@@ -22,9 +22,6 @@ extension_sql_file!(
     name = "api",
     requires = [
         "tools",
-        gate_request,
-        gate_confirm,
-        gate_read_order,
         gate_explain,
         parse_public_key,
         check_tool_schema,

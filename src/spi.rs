@@ -6,10 +6,11 @@ use pgrx::pg_sys::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiHeapTupleData, SpiResult};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 
 thread_local! {
-    static PLANS: RefCell<HashMap<&'static str, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+    /// Plans by the address and length of their (static) text: no hashing of the text per call.
+    static PLANS: RefCell<HashMap<(usize, usize), OwnedPreparedStatement>> = RefCell::new(HashMap::new());
 }
 
 /// A row being read.
@@ -24,12 +25,14 @@ pub fn query<T>(
 ) -> Vec<T> {
     let result = Spi::connect_mut(|client| {
         let table = PLANS.with_borrow_mut(|plans| -> SpiResult<_> {
-            if !plans.contains_key(sql) {
-                let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
-                let plan = client.prepare_mut(sql, &oids)?.keep();
-                plans.insert(sql, plan);
-            }
-            client.update(&plans[sql], None, args)
+            let plan = match plans.entry((sql.as_ptr() as usize, sql.len())) {
+                Entry::Occupied(plan) => plan.into_mut(),
+                Entry::Vacant(slot) => {
+                    let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+                    slot.insert(client.prepare_mut(sql, &oids)?.keep())
+                }
+            };
+            client.update(&*plan, None, args)
         })?;
         table.map(|row| f(&row)).collect::<SpiResult<Vec<T>>>()
     });

@@ -66,9 +66,6 @@ async fn agent_cannot_call_internal_or_admin_functions() {
     let lab = lab("bypass_functions").await;
     let app = lab.connect(APP).await.unwrap();
     for call in [
-        "SELECT toolgate.gate_request('request_close', NULL, NULL, NULL)",
-        "SELECT toolgate.gate_confirm(NULL, NULL)",
-        "SELECT toolgate.gate_read_order(NULL, NULL)",
         "SELECT toolgate.gate_explain('request_close', NULL, NULL, NULL)",
         "SELECT toolgate.parse_public_key('x')",
         "SELECT toolgate.check_tool_schema('{}')",
@@ -114,8 +111,6 @@ async fn temp_objects_named_like_the_gates_change_nothing() {
          CREATE TEMP TABLE policies (tenant_id text, tool text, allowed bool, roles text[], tier int);
          CREATE TEMP TABLE write_switches (scope text, enabled bool);
          CREATE TEMP TABLE keys (kid text, tenant_id text);
-         CREATE FUNCTION pg_temp.gate_request(text, text, text, text) RETURNS jsonb
-             LANGUAGE sql AS $$ SELECT '{\"outcome\": \"SUCCEEDED\"}'::jsonb $$;
          CREATE FUNCTION pg_temp.now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT 'infinity'::timestamptz $$;
          SET search_path = pg_temp, toolgate, public;",
     )

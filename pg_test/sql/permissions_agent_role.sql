@@ -1,4 +1,4 @@
--- toolgate_agent reaches the gate through its three entry points and nothing else: no table,
+-- toolgate_agent reaches the gate through its four entry points and nothing else: no table,
 -- sequence, view or internal function, no object in the schema.
 \set VERBOSITY terse
 SET ROLE toolgate_agent;
@@ -15,8 +15,7 @@ DELETE FROM toolgate.audit;
 INSERT INTO toolgate.policies (tenant_id, tool, allowed, roles, tier, confirm_ttl)
 VALUES ('shopping-d', 'request_close', true, '{supervisor}', 0, '1 hour');
 SELECT nextval('toolgate.audit_audit_id_seq');
-SELECT toolgate.gate_request('request_close', NULL, NULL, NULL);
-SELECT toolgate.gate_confirm(NULL, NULL);
+SELECT toolgate.gate_explain('request_close', NULL, NULL, NULL);
 SELECT toolgate.parse_public_key('x');
 SELECT toolgate.set_policy('shopping-d', 'request_close', true, '{supervisor}', 0);
 SELECT toolgate.add_key('shopping-d', 'mine', 'identity', 'x');

@@ -131,8 +131,12 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
         },
     )
     .ok_or_else(not_live)?;
-    // A statement of its own, after the lock: joined into the locking one, the ledger would be
-    // read as it was before a concurrent confirmation of this proposal committed.
+    // Only a decided proposal replays its reply. A statement of its own, after the lock: joined
+    // into the locking one, the ledger would be read as it was before a concurrent confirmation of
+    // this proposal committed.
+    if !decided(&stored.status) {
+        return Ok(stored);
+    }
     stored.settled_reply = spi::one(
         "SELECT reply::text FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 \
          AND idempotency_key = $3 AND proposal_id = $4::uuid AND state = 'settled'",
@@ -140,6 +144,11 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
         |r| spi::col::<String>(r, 1),
     );
     Ok(stored)
+}
+
+/// A person already answered this proposal: its key holds the reply they got.
+fn decided(status: &str) -> bool {
+    matches!(status, "applied" | "declined")
 }
 
 /// What a person's answer means for this proposal.
@@ -153,7 +162,7 @@ pub enum Answer {
 /// Judge the answer: the proposal is live, the answer is the proposer's, newer than the proposal,
 /// and says yes in the words the tier requires.
 pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
-    if let (true, Some(reply)) = (matches!(p.status.as_str(), "applied" | "declined"), &p.settled_reply) {
+    if let (true, Some(reply)) = (decided(&p.status), &p.settled_reply) {
         let reply: Reply = serde_json::from_str(reply).expect("the ledger stores replies");
         return Ok(Answer::Replay(reply));
     }

@@ -84,11 +84,11 @@ pub fn check(tool_name: &str, args: Option<&str>, audit: &mut Audit) -> Step<Che
             return Err(Deny::schema(errors));
         }
     };
-    audit.args(Some(digest::args_hmac(&audit::hmac_key(), &value)), Some(version));
+    let (digest, hmac) = digest::args_digest_and_hmac(&audit::hmac_key(), &value);
+    audit.args(Some(hmac), Some(version));
     let errors = compiled(tool_name, version).check(&value);
     if !errors.is_empty() {
         return Err(Deny::schema(errors));
     }
-    let digest = digest::args_digest(&value);
     Ok(Checked { value, schema_version: version, sensitive, digest })
 }

@@ -46,13 +46,28 @@ struct Existing {
     proposal: Option<ProposalView>,
 }
 
+/// What the ledger holds under `k`. A settled key never changes again, so it is read without
+/// locking its row (a replay writes nothing but its audit row); any other state is read again
+/// under the row lock, because the caller may take the key over.
 fn existing(k: &Key) -> Option<Existing> {
-    spi::one(
+    match read_existing(k, false) {
+        Some(row) if row.state == "settled" => Some(row),
+        _ => read_existing(k, true),
+    }
+}
+
+macro_rules! existing_sql {
+    () => {
         "SELECT l.args_digest, l.state, l.reply::text, p.proposal_id::text, p.text, p.tier, \
-         toolgate.iso_utc(p.expires_at), \
-         (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
+         toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
          FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
-         WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l",
+         WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3"
+    };
+}
+
+fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
+    spi::one(
+        if lock { concat!(existing_sql!(), " FOR UPDATE OF l") } else { existing_sql!() },
         &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
         |r| {
             let live: Option<bool> = r.get(8)?;
@@ -81,8 +96,8 @@ pub fn reserve(k: &Key) -> Step<Reservation> {
         if inserted == 1 {
             return Ok(Reservation::Owned);
         }
-        // The row is committed (ON CONFLICT waited for its writer); lock it and read it. It may
-        // have been released in between: then try the insert again.
+        // The row is committed (ON CONFLICT waited for its writer); read it. It may have been
+        // released in between: then try the insert again.
         let Some(row) = existing(k) else { continue };
         if row.digest != k.digest {
             return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_arguments"})));

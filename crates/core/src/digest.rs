@@ -14,18 +14,38 @@ pub fn canonical(value: &Value) -> Vec<u8> {
 
 /// SHA-256 of the canonical form, lowercase hex.
 pub fn args_digest(value: &Value) -> String {
-    hex(&Sha256::digest(canonical(value)))
+    sha256_hex(&canonical(value))
 }
 
 /// HMAC-SHA256 of the canonical form under `key`, lowercase hex.
 pub fn args_hmac(key: &[u8], value: &Value) -> String {
+    hmac_hex(key, &canonical(value))
+}
+
+/// `(args_digest, args_hmac)` of one value, canonicalized once.
+pub fn args_digest_and_hmac(key: &[u8], value: &Value) -> (String, String) {
+    let canonical = canonical(value);
+    (sha256_hex(&canonical), hmac_hex(key, &canonical))
+}
+
+fn sha256_hex(canonical: &[u8]) -> String {
+    hex(&Sha256::digest(canonical))
+}
+
+fn hmac_hex(key: &[u8], canonical: &[u8]) -> String {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(&canonical(value));
+    mac.update(canonical);
     hex(&mac.finalize().into_bytes())
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0x0f)] as char);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -33,6 +53,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn digest_and_hmac_together_are_the_two_apart() {
+        let v = json!({"order_id": "742", "reason": "Inspeção validada", "n": [1, 2.5, {"z": null}]});
+        assert_eq!(args_digest_and_hmac(b"k", &v), (args_digest(&v), args_hmac(b"k", &v)));
+        // Known answers: SHA-256 and HMAC-SHA256 (key "k") of the canonical text {"a":1}.
+        let a = json!({"a": 1});
+        assert_eq!(args_digest(&a), "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862");
+        assert_eq!(args_hmac(b"k", &a), "c3a92ff9e274cdcce27a58c15a78ec6dcbbdbd0038a87e7a11baef2028fd8bff");
+    }
 
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
