@@ -168,6 +168,12 @@ PGOPTIONS="-c pg_stat_statements.track=all" "$pgbin/pgbench" -n -M prepared -h "
 psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), \
     regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements WHERE calls > 1 ORDER BY total_exec_time DESC" \
     >"$work/profile.tsv"
+# The same for a replay, its entry point's statement only.
+psql_ -d toolgate_bench -c "SELECT pg_stat_statements_reset()" >/dev/null
+PGOPTIONS="-c pg_stat_statements.track=top" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
+    -c 1 -j 1 -T "$duration" -f bench/replay.sql -D token="$token" toolgate_bench >"$work/profile-replay.out"
+psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), 'replay' \
+    FROM pg_stat_statements WHERE query LIKE '%toolgate.request_close%'" >>"$work/profile.tsv"
 CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --example costs >"$work/costs.txt"
 
 cores=$(nproc)
