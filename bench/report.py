@@ -4,10 +4,10 @@
   report.py latency LOGDIR LABEL WORKLOAD CLIENTS TPS
       reads pgbench's per-transaction logs in LOGDIR and prints one TSV line:
       label, workload, clients, tps, p50 ms, p99 ms
-  report.py report RESULTS CORES MARKDOWN SVG PROFILE COSTS
+  report.py report RESULTS CORES MARKDOWN SVG PROFILE REPLAY COSTS
       writes the markdown table (ratios to the floors, targets met or missed), where a gated
-      call's time goes (PROFILE: pg_stat_statements rows; COSTS: the core's per-call costs) and a
-      bar chart
+      call's time goes (PROFILE: pg_stat_statements rows; REPLAY: calls and mean µs of a replay's
+      entry statement; COSTS: the core's per-call costs) and a bar chart
 """
 
 import datetime
@@ -70,17 +70,15 @@ def load(results):
     return rows
 
 
-def profile_section(profile_path, costs_path):
+def profile_section(profile_path, replay_path, costs_path):
     """Where a gated tier-0 close spends its time: SQL statements and the pure steps."""
     rows = []
-    replay = None
     with open(profile_path) as f:
         for line in f:
             calls, mean_us, query = line.rstrip("\n").split("\t", 2)
-            if query == "replay":
-                replay = (int(calls), float(mean_us))
-            else:
-                rows.append((int(calls), float(mean_us), query))
+            rows.append((int(calls), float(mean_us), query))
+    with open(replay_path) as f:
+        replay = [tuple(line.rstrip("\n").split("\t")) for line in f if line.strip()]
     if not rows:
         return []
     # The entry point's own statement is the call; everything nested is counted per call.
@@ -101,9 +99,9 @@ def profile_section(profile_path, costs_path):
         out.append(f"| `{shown}` | {per_call:.2f} | {mean_us:.1f} | {per_call * mean_us:.1f} |")
     out.append(f"| **all statements** | | | **{sql_total:.0f}** |")
     out.append("")
-    if replay:
-        out.append(f"A replay of a settled key, measured the same way ({replay[0]:,} calls): {replay[1]:.0f} µs of "
-                   "server time per call.\n")
+    for calls, mean_us in replay:
+        out.append(f"A replay of a settled key, measured the same way ({int(calls):,} calls): {float(mean_us):.0f} µs "
+                   "of server time per call.\n")
     out.append("The pure steps, per call (`cargo run --release -p toolgate-core --example costs`):\n")
     out.append("```")
     with open(costs_path) as f:
@@ -112,7 +110,7 @@ def profile_section(profile_path, costs_path):
     return out
 
 
-def report(results, cores, md_path, svg_path, profile_path=None, costs_path=None):
+def report(results, cores, md_path, svg_path, profile_path=None, replay_path=None, costs_path=None):
     rows = load(results)
     clients = sorted({c for (label, c) in rows if not label.startswith("scale-")})
     today = datetime.date.today().isoformat()
@@ -153,8 +151,8 @@ def report(results, cores, md_path, svg_path, profile_path=None, costs_path=None
         out.append("")
         out.append(f"TPS at {scale[-1][0]:,} rows is {ratio:.3f} × TPS at {scale[0][0]:,} rows (target ≥ 0.9: "
                    f"{'met' if ratio >= 0.9 else '**missed**'}).")
-    if profile_path and costs_path:
-        out.extend(profile_section(profile_path, costs_path))
+    if profile_path and replay_path and costs_path:
+        out.extend(profile_section(profile_path, replay_path, costs_path))
     out.append("")
     out.append("![TPS per workload and concurrency](benchmarks.svg)")
     with open(md_path, "w") as f:
@@ -204,6 +202,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(*sys.argv[2:7])
     elif sys.argv[1] == "report":
-        report(*sys.argv[2:8])
+        report(*sys.argv[2:9])
     else:
         sys.exit(__doc__)

@@ -172,11 +172,11 @@ psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1
 psql_ -d toolgate_bench -c "SELECT pg_stat_statements_reset()" >/dev/null
 PGOPTIONS="-c pg_stat_statements.track=top" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
     -c 1 -j 1 -T "$duration" -f bench/replay.sql -D token="$token" toolgate_bench >"$work/profile-replay.out"
-psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), 'replay' \
-    FROM pg_stat_statements WHERE query LIKE '%toolgate.request_close%'" >>"$work/profile.tsv"
+psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1) \
+    FROM pg_stat_statements WHERE query LIKE '%toolgate.request_close%'" >"$work/profile-replay.tsv"
 CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --example costs >"$work/costs.txt"
 
 cores=$(nproc)
 python3 bench/report.py report "$results" "$cores" docs/benchmarks.md docs/benchmarks.svg \
-    "$work/profile.tsv" "$work/costs.txt"
+    "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt"
 cat docs/benchmarks.md
