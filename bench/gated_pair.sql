@@ -1,4 +1,4 @@
-SELECT toolgate.request_close(:token1, 'c-' || :client_id,
+SELECT toolgate.request_close(:token1, 'pair-' || n,
        jsonb_build_object('order_id', n::text, 'reason', 'benchmark close', 'idempotency_key', 'pair-key-' || n))
   FROM (SELECT nextval('bench.orders1') AS n) s;
 SELECT toolgate.confirm(:token1, c.token) FROM bench.confirmations c WHERE c.n = (SELECT nextval('bench.confirmations_used'));

@@ -5,7 +5,9 @@
       reads pgbench's per-transaction logs in LOGDIR and prints one TSV line:
       label, workload, clients, tps, p50 ms, p99 ms
   report.py report RESULTS CORES MARKDOWN SVG PROFILE REPLAY COSTS
-      writes the markdown table (ratios to the floors, targets met or missed), where a gated
+      RESULTS holds one such line per round of a workload; each workload's figures are its
+      median round (the table also gives the lowest and highest TPS of its rounds). Writes the
+      markdown table (ratios to the floors, targets met or missed), where a gated
       call's time goes (PROFILE: pg_stat_statements rows; REPLAY: calls and mean µs of a replay's
       entry statement; COSTS: the core's per-call costs) and a bar chart
 """
@@ -13,6 +15,7 @@
 import datetime
 import glob
 import os
+import statistics
 import sys
 from xml.sax.saxutils import escape
 
@@ -62,11 +65,17 @@ NAMES = {
 
 
 def load(results):
-    rows = {}
+    """(label, clients) -> (median TPS, median p50, median p99, lowest TPS, highest TPS, rounds)."""
+    rounds = {}
     with open(results) as f:
         for line in f:
             label, workload, clients, tps, p50, p99 = line.rstrip("\n").split("\t")
-            rows[(label, int(clients))] = (float(tps), float(p50), float(p99))
+            rounds.setdefault((label, int(clients)), []).append((float(tps), float(p50), float(p99)))
+    rows = {}
+    for key, runs in rounds.items():
+        tps = [r[0] for r in runs]
+        rows[key] = (statistics.median(tps), statistics.median(r[1] for r in runs),
+                     statistics.median(r[2] for r in runs), min(tps), max(tps), len(runs))
     return rows
 
 
@@ -116,18 +125,21 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
     today = datetime.date.today().isoformat()
     out = []
     out.append("# Benchmarks: what the gate costs\n")
+    n_rounds = max(v[5] for (label, c), v in rows.items() if not label.startswith("scale-"))
     out.append(f"Measured {today} on this project's machine ({cores} cores) by `scripts/bench.sh`: one run, one "
                "throwaway PostgreSQL 15 cluster (fsync and synchronous_commit on, shared_buffers 512MB), the "
-               "release build, pgbench `-M prepared` custom scripts from `bench/` over loopback, each workload "
-               "for the same duration at each concurrency. TPS counts pgbench transactions: for the confirmed "
-               "close, one transaction is the pair (propose, then confirm). Latency is per transaction.\n")
-    out.append("| workload | clients | TPS | p50 ms | p99 ms |")
-    out.append("|---|---:|---:|---:|---:|")
+               "release build, pgbench `-M prepared` custom scripts from `bench/` over loopback. At each "
+               f"concurrency the workloads take turns for {n_rounds} round(s) of equal duration; each figure is "
+               "the workload's median round, and the TPS range is its slowest and fastest round. TPS counts "
+               "pgbench transactions: for the confirmed close, one transaction is the pair (propose, then "
+               "confirm). Latency is per transaction.\n")
+    out.append("| workload | clients | TPS | TPS range | p50 ms | p99 ms |")
+    out.append("|---|---:|---:|---:|---:|---:|")
     for workload in NAMES:
         for c in clients:
             if (workload, c) in rows:
-                tps, p50, p99 = rows[(workload, c)]
-                out.append(f"| {NAMES[workload]} | {c} | {tps:,.0f} | {p50:.2f} | {p99:.2f} |")
+                tps, p50, p99, low, high, _ = rows[(workload, c)]
+                out.append(f"| {NAMES[workload]} | {c} | {tps:,.0f} | {low:,.0f}–{high:,.0f} | {p50:.2f} | {p99:.2f} |")
     out.append("")
     out.append("## Ratios and targets\n")
     out.append("| ratio | clients | value | target | met |")
@@ -145,7 +157,7 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
         out.append("## Scale: gated close (4 clients) with the ledger and audit pre-filled\n")
         out.append("| rows in ledger and audit | TPS | p50 ms | p99 ms |")
         out.append("|---:|---:|---:|---:|")
-        for size, (tps, p50, p99) in scale:
+        for size, (tps, p50, p99, *_) in scale:
             out.append(f"| {size:,} | {tps:,.0f} | {p50:.2f} | {p99:.2f} |")
         ratio = scale[-1][1][0] / scale[0][1][0]
         out.append("")

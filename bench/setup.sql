@@ -33,7 +33,8 @@ CREATE SEQUENCE bench.keys;          -- fresh keys for purchases
 CREATE SEQUENCE bench.confirmations_used;
 -- Channel-signed "sim" for proposals made before the gated run (pgbench cannot sign): each
 -- iteration proposes a close and confirms one made earlier, the same work as proposing and
--- confirming the same one.
+-- confirming the same one. Each proposal (here and in the floor) has a conversation of its own:
+-- proposed and confirmed in turn, a conversation holds no live proposal for the next to supersede.
 CREATE TABLE bench.confirmations (n bigint PRIMARY KEY, proposal_id uuid NOT NULL, token text NOT NULL);
 -- The least any transaction that writes pays: one small row, no index, committed and flushed. A
 -- replay writes its audit row, so it cannot cost less than this.

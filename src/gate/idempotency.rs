@@ -56,18 +56,19 @@ fn existing(k: &Key) -> Option<Existing> {
     }
 }
 
-macro_rules! existing_sql {
-    () => {
-        "SELECT l.args_digest, l.state, l.reply::text, p.proposal_id::text, p.text, p.tier, \
-         toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
-         FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
-         WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3"
-    };
-}
-
+/// Unlocked, only a settled row is used, and a settled row's proposal is never looked at: the
+/// ledger alone is read. Locked, the key's proposal comes with it.
 fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
     spi::one(
-        if lock { concat!(existing_sql!(), " FOR UPDATE OF l") } else { existing_sql!() },
+        if lock {
+            "SELECT l.args_digest, l.state, l.reply::text, p.proposal_id::text, p.text, p.tier, \
+             toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
+             FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
+             WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l"
+        } else {
+            "SELECT args_digest, state, reply::text, NULL::text, NULL::text, NULL::integer, NULL::text, \
+             NULL::boolean FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3"
+        },
         &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
         |r| {
             let live: Option<bool> = r.get(8)?;
