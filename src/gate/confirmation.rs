@@ -88,6 +88,7 @@ pub struct Stored {
     pub unexpired: bool,
     pub created_epoch: f64,
     pub schema_version: i32,
+    /// The reply of a decided (applied or declined) proposal; `None` for any other.
     pub settled_reply: Option<String>,
 }
 
@@ -162,7 +163,8 @@ pub enum Answer {
 /// Judge the answer: the proposal is live, the answer is the proposer's, newer than the proposal,
 /// and says yes in the words the tier requires.
 pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
-    if let (true, Some(reply)) = (decided(&p.status), &p.settled_reply) {
+    // Only a decided proposal has one (see `load`).
+    if let Some(reply) = &p.settled_reply {
         let reply: Reply = serde_json::from_str(reply).expect("the ledger stores replies");
         return Ok(Answer::Replay(reply));
     }

@@ -2,6 +2,7 @@
 //! canonical digest of the arguments. Reservation is `INSERT … ON CONFLICT DO NOTHING`: a second
 //! call with the same key waits for the first to commit, then reads what it left.
 
+use pgrx::spi::SpiResult;
 use serde_json::{json, Value};
 use toolgate_core::outcome::{ProposalView, Reply, Rule};
 use toolgate_core::token::Identity;
@@ -66,24 +67,29 @@ fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
              FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
              WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l"
         } else {
-            "SELECT args_digest, state, reply::text, NULL::text, NULL::text, NULL::integer, NULL::text, \
-             NULL::boolean FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3"
+            "SELECT args_digest, state, reply::text FROM toolgate.ledger \
+             WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3"
         },
         &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
         |r| {
-            let live: Option<bool> = r.get(8)?;
-            let proposal = match (live, r.get::<String>(4)?) {
-                (Some(true), Some(id)) => Some(ProposalView {
-                    id,
-                    text: spi::col(r, 5)?,
-                    tier: spi::col(r, 6)?,
-                    expires_at: spi::col(r, 7)?,
-                }),
-                _ => None,
-            };
+            let proposal = if lock { live_proposal(r)? } else { None };
             Ok(Existing { digest: spi::col(r, 1)?, state: spi::col(r, 2)?, reply: r.get(3)?, proposal })
         },
     )
+}
+
+/// Columns 4 to 8 of the locked read: the key's proposal, if it is still live.
+fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
+    let live: Option<bool> = r.get(8)?;
+    Ok(match (live, r.get::<String>(4)?) {
+        (Some(true), Some(id)) => Some(ProposalView {
+            id,
+            text: spi::col(r, 5)?,
+            tier: spi::col(r, 6)?,
+            expires_at: spi::col(r, 7)?,
+        }),
+        _ => None,
+    })
 }
 
 /// Reserve `k`, or learn what an earlier call with the same key left.
