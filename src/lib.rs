@@ -30,6 +30,7 @@ extension_sql_file!(
     ]
 );
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["api"]);
+extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,0 +1,1 @@
+-- pg_toolgate: hardening of the application's login (filled in by the hardening work).
