@@ -47,8 +47,8 @@ CREATE TABLE bench.one_write (client_id int NOT NULL, at timestamptz NOT NULL DE
 CREATE FUNCTION bench.floor_close(p_order text, p_key text, p_conversation text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
-    VALUES ('bench', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'reserved');
+    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state)
+    VALUES ('bench', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'bench-user', 'reserved');
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
@@ -56,7 +56,7 @@ BEGIN
      WHERE tenant_id = 'bench' AND order_id = p_order;
     INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
     VALUES ('bench', p_order, 'benchmark close', 'bench-user', p_key);
-    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": 15300}, "content": [{"text": "Close of work order 15300 requested (ERP request 15300).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f"}, "content": [{"text": "Close of work order 15300 requested (ERP request 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = 'bench' AND tool = 'request_close' AND idempotency_key = p_key;
     INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, outcome,
                                 detail, args_hmac, schema_version, policy_version, duration_us)
@@ -73,8 +73,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     made uuid;
 BEGIN
-    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state)
-    VALUES ('bench1', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'reserved');
+    INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state)
+    VALUES ('bench1', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'bench-user', 'reserved');
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench1', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
@@ -107,7 +107,7 @@ BEGIN
      WHERE tenant_id = p.tenant_id AND order_id = p.target;
     INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
     VALUES (p.tenant_id, p.target, 'benchmark close', 'bench-user', p.idempotency_key, p.proposal_id);
-    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": 15300}, "content": [{"text": "Close of work order 15300 requested (ERP request 15300).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
+    UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f"}, "content": [{"text": "Close of work order 15300 requested (ERP request 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = p.tenant_id AND tool = p.tool AND idempotency_key = p.idempotency_key;
     INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
                                 outcome, detail, args_hmac, schema_version, policy_version, duration_us)

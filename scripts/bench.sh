@@ -154,8 +154,8 @@ for size in "${sizes[@]}"; do
     # Every size starts alike: the new rows vacuumed and analyzed, then written out by a checkpoint.
     load_db toolgate_scale 200000
     psql_ -d toolgate_scale -c "
-        INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state, reply, settled_at)
-        SELECT 'bench', 'request_close', 'prefill-' || g, md5(g::text), 'settled', '{\"outcome\": \"SUCCEEDED\"}', now()
+        INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, reply, settled_at)
+        SELECT 'bench', 'request_close', 'prefill-' || g, md5(g::text), 'bench-user', 'settled', '{\"outcome\": \"SUCCEEDED\"}', now()
           FROM generate_series(1, $size) g;
         INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, outcome,
                                     detail, args_hmac, schema_version, policy_version, duration_us)

@@ -125,6 +125,8 @@ CREATE TABLE toolgate.ledger (
     tool            text NOT NULL,
     idempotency_key text NOT NULL,
     args_digest     text NOT NULL,
+    -- The actor who reserved the key: only they get its reply or its proposal back.
+    actor           text NOT NULL,
     state           text NOT NULL CHECK (state IN ('reserved', 'pending', 'settled')),
     proposal_id     uuid,
     reply           jsonb,
@@ -150,7 +152,9 @@ CREATE TABLE toolgate.proposals (
     schema_version  integer NOT NULL,
     policy_version  integer NOT NULL,
     status          text NOT NULL CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied')),
-    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- Proposal times are the wall clock's, not the transaction's start: a confirmation is judged
+    -- against the moment it is checked.
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     expires_at      timestamptz NOT NULL,
     decided_at      timestamptz,
     CHECK ((tier = 3) = (challenge IS NOT NULL))
@@ -247,7 +251,8 @@ CREATE TABLE toolgate.cost_centers (
 );
 
 CREATE TABLE toolgate.purchases (
-    purchase_id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- Random, not sequential: an id in a reply says nothing of other tenants' volume.
+    purchase_id     uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
     tenant_id       text NOT NULL,
     order_id        text NOT NULL,
     part_id         text NOT NULL,
@@ -266,7 +271,7 @@ CREATE TABLE toolgate.purchases (
 );
 
 CREATE TABLE toolgate.close_requests (
-    request_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    request_id      uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
     tenant_id       text NOT NULL,
     order_id        text NOT NULL,
     reason          text NOT NULL,
@@ -300,6 +305,4 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.work_orders', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.parts', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.cost_centers', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.purchases', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.purchases_purchase_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests_request_id_seq', '');

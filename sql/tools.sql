@@ -1,5 +1,7 @@
 -- The tools pg_toolgate ships, and version 1 of their argument contracts (JSON Schema draft
 -- 2020-12, additionalProperties false). A DBA adds later versions with toolgate.set_tool_schema.
+-- Free text a person will read (a close's reason) holds no control, format or line-separator
+-- character: nothing in it can start a line of its own or hide text.
 
 -- A sensitive tool moves money: its policy row must carry max_value and a per-conversation quota.
 INSERT INTO toolgate.tools (tool, sensitive, description) VALUES
@@ -15,7 +17,8 @@ INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by) VALUES
         "required": ["order_id", "reason", "idempotency_key"],
         "properties": {
             "order_id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
-            "reason": {"type": "string", "minLength": 8, "maxLength": 120},
+            "reason": {"type": "string", "minLength": 8, "maxLength": 120,
+                       "pattern": "^[^\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}]*$"},
             "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}
         }
     }

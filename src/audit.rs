@@ -18,11 +18,18 @@ thread_local! {
 }
 
 /// Run `f` as a dry run (its audit row is rolled back by the caller; no LOG line is written).
+/// The flag is cleared however `f` ends, an ERROR included: a backend left in dry-run mode would
+/// write no denial LOG lines from then on.
 pub fn dry_run<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DRY_RUN.set(false);
+        }
+    }
     DRY_RUN.set(true);
-    let out = f();
-    DRY_RUN.set(false);
-    out
+    let _reset = Reset;
+    f()
 }
 
 /// One step's verdict, kept for `explain_call`.
@@ -184,6 +191,12 @@ impl Audit {
             log_server_only(&line.to_string());
         }
     }
+}
+
+/// The LOG line of a call refused before it could be judged (a read-only transaction, an internal
+/// error): which entry point and why, nothing the caller sent.
+pub fn log_refusal(entry: &str, reason: &str) {
+    log_server_only(&json!({"event": "toolgate_refusal", "entry": entry, "reason": reason}).to_string());
 }
 
 /// One line in the server log, never sent to a client, without the statement or its context

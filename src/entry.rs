@@ -7,16 +7,19 @@ use pgrx::nullable::Nullable;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
-use toolgate_core::contract::Contract;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgTryBuilder};
+use toolgate_core::contract::{self, Contract};
 use toolgate_core::token;
 
-use crate::error::AdminError;
+use crate::error::{AdminError, GateError};
 use crate::gate::{self, Call};
 use crate::{audit, subxact};
 
 /// A `jsonb` argument as its text. The gate parses it itself, so that a number Rust cannot hold
-/// (1e400) is a `schema_invalid` outcome rather than an exception.
-pub struct JsonbText(String);
+/// (1e400) is a `schema_invalid` outcome rather than an exception. A datum larger than
+/// `MAX_ARGS_DATUM_BYTES` is never rendered at all (`None`): its size alone refuses it.
+pub struct JsonbText(Option<String>);
 
 impl FromDatum for JsonbText {
     unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<JsonbText> {
@@ -24,11 +27,15 @@ impl FromDatum for JsonbText {
             return None;
         }
         unsafe {
+            // The size as stored, read from the header without detoasting or rendering.
+            if pg_sys::toast_raw_datum_size(datum) > contract::MAX_ARGS_DATUM_BYTES {
+                return Some(JsonbText(None));
+            }
             let cstr = pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)])
                 .expect("jsonb_out returns a C string");
             let text = cstr.to_str().expect("jsonb text is UTF-8").to_string();
             pg_sys::pfree(cstr.as_ptr() as *mut core::ffi::c_void);
-            Some(JsonbText(text))
+            Some(JsonbText(Some(text)))
         }
     }
 }
@@ -45,10 +52,43 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
 
 pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbText, arg_only = "jsonb");
 
-fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
-    let args = args.as_ref().map(|a| a.0.as_str());
-    let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args });
-    JsonB(reply.to_json())
+/// Every agent entry point's body. A read-only transaction (or a standby) is refused before
+/// anything is read, with one fixed error and a LOG line: no token is judged, so the error says
+/// nothing about it. Any error the body raises reaches the client as its SQLSTATE and message
+/// only: never a detail (it may quote data) or a Rust backtrace; a panic becomes one fixed
+/// internal error, its message kept for the server log.
+fn guarded<T>(entry: &'static str, body: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+    if unsafe { pg_sys::XactReadOnly } {
+        audit::log_refusal(entry, "read_only_transaction");
+        GateError::ReadOnly.raise();
+    }
+    PgTryBuilder::new(body).catch_others(|caught| sanitized(entry, caught)).execute()
+}
+
+fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
+    use pg_sys::panic::CaughtError;
+    match caught {
+        CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => {
+            ErrorReport::new(e.sql_error_code(), e.message().to_string(), "pg_toolgate").report(PgLogLevel::ERROR);
+            unreachable!("ERROR does not return")
+        }
+        CaughtError::RustPanic { ereport, .. } => {
+            audit::log_refusal(entry, &format!("internal error: {}", ereport.message()));
+            GateError::Internal.raise()
+        }
+    }
+}
+
+fn write_call(tool: &'static str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    guarded(tool, || {
+        let (args, oversize) = match &args {
+            Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
+            Some(JsonbText(None)) => (None, true),
+            None => (None, false),
+        };
+        let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize });
+        JsonB(reply.to_json())
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
@@ -63,12 +103,12 @@ fn request_purchase_part(identity: Option<&str>, conversation_id: Option<&str>, 
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> JsonB {
-    JsonB(gate::confirm(identity, confirmation).to_json())
+    guarded("confirm", || JsonB(gate::confirm(identity, confirmation).to_json()))
 }
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn read_order(identity: Option<&str>, order_id: Option<&str>) -> JsonB {
-    JsonB(gate::read_order(identity, order_id).to_json())
+    guarded("read_order", || JsonB(gate::read_order(identity, order_id).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the
@@ -76,8 +116,12 @@ fn read_order(identity: Option<&str>, order_id: Option<&str>) -> JsonB {
 /// ERP) is kept.
 #[pg_extern(volatile, parallel_unsafe)]
 fn gate_explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
-    let (reply, audit) =
-        subxact::rolled_back(|| audit::dry_run(|| gate::request(&Call { tool, identity, conversation_id, args })));
+    guarded("explain_call", || explain(tool, identity, conversation_id, args))
+}
+
+fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
+    let call = Call { tool, identity, conversation_id, args, oversize: false };
+    let (reply, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
     let steps: Vec<Value> = audit
         .steps
         .iter()

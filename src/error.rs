@@ -1,5 +1,6 @@
 //! Errors for calls that cannot be judged at all: a DBA's bad input, a caller without the right
-//! role. Each maps to a standard SQLSTATE; messages never carry a token or a secret.
+//! role, a transaction the gate cannot write in. Each maps to a standard SQLSTATE; messages never
+//! carry a token or a secret, and no error the gate raises carries a detail or a backtrace.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgSqlErrorCode;
@@ -16,6 +17,34 @@ impl AdminError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
             AdminError::PublicKey(_) | AdminError::Schema(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        }
+    }
+
+    /// Raise this error as a Postgres ERROR with its SQLSTATE.
+    pub fn raise(self) -> ! {
+        ErrorReport::new(self.sqlstate(), self.to_string(), "pg_toolgate").report(pgrx::PgLogLevel::ERROR);
+        unreachable!("ERROR does not return")
+    }
+}
+
+/// Why an agent entry point raises instead of returning an outcome. Fixed messages: the same
+/// for every caller and every token, so an error says nothing about what was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("pg_toolgate: the gate needs a read-write transaction")]
+    ReadOnly,
+    #[error("pg_toolgate: the conversation changed under this call; retry it with the same key")]
+    Contended,
+    #[error("pg_toolgate: internal error (the server log has the details)")]
+    Internal,
+}
+
+impl GateError {
+    fn sqlstate(&self) -> PgSqlErrorCode {
+        match self {
+            GateError::ReadOnly => PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            GateError::Contended => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            GateError::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
         }
     }
 

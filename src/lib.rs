@@ -7,6 +7,25 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
+/// `toolgate.max_token_lifetime`: the longest life, in seconds, an identity or confirmation token
+/// may have (from now, and from its `iat`). Superuser-only: a client cannot lengthen it.
+pub static MAX_TOKEN_LIFETIME: pgrx::GucSetting<i32> =
+    pgrx::GucSetting::<i32>::new(toolgate_core::token::DEFAULT_MAX_LIFETIME_SECONDS as i32);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    pgrx::GucRegistry::define_int_guc(
+        c"toolgate.max_token_lifetime",
+        c"Longest life of an identity or confirmation token pg_toolgate accepts.",
+        c"A token whose exp lies further ahead, or further after its iat, is refused (identity_invalid, confirmation_invalid).",
+        &MAX_TOKEN_LIFETIME,
+        60,
+        i32::MAX,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::UNIT_S,
+    );
+}
+
 mod audit;
 mod config;
 mod entry;

@@ -1,5 +1,11 @@
 //! The one way the gate talks SQL: statements prepared once per backend and kept, run through
 //! SPI, rows mapped into owned Rust values before SPI lets go of them.
+//!
+//! Two ways to read: `query`/`one`/`run` under the caller's transaction snapshot (the ERP, the
+//! ledger, everything the call may change), and `latest` under the newest committed state, for
+//! configuration rows. In REPEATABLE READ or SERIALIZABLE the transaction snapshot may predate a
+//! change to a key, a policy or a switch; configuration must never be judged, or cached, as it
+//! was then.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::PgOid;
@@ -7,6 +13,7 @@ use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiHeapTupleData, SpiResult};
 use std::cell::RefCell;
 use std::collections::hash_map::{Entry, HashMap};
+use std::ffi::{c_char, CString};
 
 thread_local! {
     /// Plans by the address and length of their (static) text: no hashing of the text per call.
@@ -47,6 +54,65 @@ pub fn one<T>(sql: &'static str, args: &[DatumWithOid], f: impl FnMut(Row) -> Sp
 /// Run `sql` for its effect; the number of rows it returned.
 pub fn run(sql: &'static str, args: &[DatumWithOid]) -> usize {
     query(sql, args, |_| Ok(())).len()
+}
+
+thread_local! {
+    /// Plans of the `latest` reads, kept for the backend's life (SPI_keepplan).
+    static LATEST_PLANS: RefCell<HashMap<(usize, usize), usize>> = RefCell::new(HashMap::new());
+}
+
+/// The first row of the read-only `sql`, under a snapshot taken now (PostgreSQL's
+/// `GetLatestSnapshot`, as catalog reads use) instead of the transaction's: it sees every change
+/// committed before this statement, whatever the caller's isolation level, and whatever snapshot
+/// the caller imported.
+pub fn latest<T>(sql: &'static str, args: &[DatumWithOid], f: impl FnOnce(Row) -> SpiResult<T>) -> Option<T> {
+    let result = Spi::connect(|_client| -> SpiResult<Option<T>> {
+        let key = (sql.as_ptr() as usize, sql.len());
+        let plan = LATEST_PLANS.with_borrow_mut(|plans| match plans.entry(key) {
+            Entry::Occupied(plan) => *plan.get(),
+            Entry::Vacant(slot) => {
+                let text = CString::new(sql).expect("statements hold no NUL");
+                let mut oids: Vec<pgrx::pg_sys::Oid> = args.iter().map(|a| a.oid()).collect();
+                // SAFETY: a valid statement text and argument types; SPI is connected.
+                let plan = unsafe {
+                    let plan = pgrx::pg_sys::SPI_prepare(text.as_ptr(), oids.len() as i32, oids.as_mut_ptr());
+                    assert!(!plan.is_null(), "toolgate statement did not prepare: {sql}");
+                    pgrx::pg_sys::SPI_keepplan(plan);
+                    plan
+                };
+                *slot.insert(plan as usize)
+            }
+        });
+        let (mut datums, nulls): (Vec<pgrx::pg_sys::Datum>, Vec<c_char>) = args
+            .iter()
+            .map(|a| match a.datum() {
+                Some(d) => (d.sans_lifetime(), b' ' as c_char),
+                None => (pgrx::pg_sys::Datum::from(0usize), b'n' as c_char),
+            })
+            .unzip();
+        // SAFETY: the plan was kept above with these argument types; the snapshot is PostgreSQL's
+        // own, pushed and popped by SPI; the row is mapped into owned values before SPI finishes.
+        unsafe {
+            let status = pgrx::pg_sys::SPI_execute_snapshot(
+                plan as pgrx::pg_sys::SPIPlanPtr,
+                datums.as_mut_ptr(),
+                nulls.as_ptr(),
+                pgrx::pg_sys::GetLatestSnapshot(),
+                std::ptr::null_mut(),
+                true,
+                false,
+                1,
+            );
+            assert_eq!(status, pgrx::pg_sys::SPI_OK_SELECT as i32, "toolgate read failed: {sql}");
+            if pgrx::pg_sys::SPI_processed == 0 {
+                return Ok(None);
+            }
+            let table = pgrx::pg_sys::SPI_tuptable;
+            let row = SpiHeapTupleData::new((*table).tupdesc, *(*table).vals)?.expect("one row");
+            f(&row).map(Some)
+        }
+    });
+    result.unwrap_or_else(|e| panic!("toolgate statement failed: {e}"))
 }
 
 /// Column `i` (1-based), which the statement guarantees is not NULL.

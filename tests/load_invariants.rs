@@ -29,11 +29,13 @@ const BREAKS: [(&str, &str); 10] = [
     ),
     (
         "every success reported made its effect",
-        "DELETE FROM toolgate.close_requests WHERE request_id = (SELECT min(request_id) FROM toolgate.close_requests)",
+        "DELETE FROM toolgate.close_requests WHERE request_id = \
+         (SELECT request_id FROM toolgate.close_requests ORDER BY requested_at, request_id LIMIT 1)",
     ),
     (
         "effects equal the distinct successful keys",
-        "DELETE FROM toolgate.purchases WHERE purchase_id = (SELECT min(purchase_id) FROM toolgate.purchases)",
+        "DELETE FROM toolgate.purchases WHERE purchase_id = \
+         (SELECT purchase_id FROM toolgate.purchases ORDER BY purchased_at, purchase_id LIMIT 1)",
     ),
     (
         "the ledger settled exactly the effects' keys as SUCCEEDED, and holds no reservation",

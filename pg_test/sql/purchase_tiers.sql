@@ -42,7 +42,7 @@ SELECT r->>'rule' AS rule FROM toolgate.confirm(:'sup', :'t') r;
 SELECT r->>'outcome' AS outcome, r->'result'->>'total' AS total FROM toolgate.confirm(:'sup', :'t') r;
 RESET ROLE;
 SELECT part_id, quantity, unit_price, total, cost_center FROM toolgate.purchases
- WHERE order_id = '753' ORDER BY purchase_id;
+ WHERE order_id = '753' ORDER BY purchased_at, total;
 SELECT spent FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT';
 SELECT detail->>'reason' AS reason, detail->>'tier' AS tier FROM toolgate.audit
  WHERE kind = 'confirm' AND rule = 'confirmation_invalid' AND conversation_id = 'conv-tier3' ORDER BY audit_id;

@@ -36,9 +36,9 @@ macro_rules! writes_enabled_sql {
 }
 pub(crate) use writes_enabled_sql;
 
-/// Writes are on for `tool`, read now (not from the cache).
+/// Writes are on for `tool`, read now (not from the cache) under the newest committed state.
 pub fn writes_enabled(tool: &str) -> bool {
-    spi::one(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
+    spi::latest(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
 }
 
 #[derive(Clone)]
@@ -67,7 +67,7 @@ fn policy_row(tenant: &str, tool: &str) -> Row {
 
 /// The kill switch and the policy row, read in one statement.
 fn load_policy_row(tenant: &str, tool: &str) -> Row {
-    spi::one(
+    spi::latest(
         concat!(
             "SELECT ",
             writes_enabled_sql!("$2"),

@@ -14,8 +14,9 @@ use super::identity::{refused, registered_key};
 use super::{clock, Deny, Step};
 use crate::spi;
 
-/// Advisory-lock class that serializes proposals within one conversation ("tg").
-const CONVERSATION_LOCK_CLASS: i32 = 0x7467;
+/// Tries at superseding the conversation's live proposal before giving up: each failed try
+/// means another call put a live proposal in this conversation and committed meanwhile.
+const SUPERSEDE_TRIES: usize = 8;
 
 /// Store a proposal, superseding the conversation's live one, and return what the person sees.
 pub fn propose(
@@ -27,15 +28,6 @@ pub fn propose(
     policy: &Policy,
     tier: i32,
 ) -> ProposalView {
-    spi::run(
-        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2 || '/' || $3))",
-        &[CONVERSATION_LOCK_CLASS.into(), who.tenant.clone().into(), conversation.into()],
-    );
-    spi::run(
-        "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.now() \
-         WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
-        &[who.tenant.clone().into(), conversation.into()],
-    );
     let challenge: Option<String> = (tier >= 3).then(|| {
         spi::one(
             "SELECT 'CONFIRMAR-' || pg_catalog.upper(pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 6))",
@@ -45,31 +37,47 @@ pub fn propose(
         .expect("one row")
     });
     let text = intent.text(&who.tenant, tier) + &proposal::consent_hint(tier, challenge.as_deref());
-    spi::one(
-        "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
-         args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
-         expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
-         pg_catalog.now() + pg_catalog.make_interval(secs => $14)) \
-         RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
-        &[
-            who.tenant.clone().into(),
-            conversation.into(),
-            who.sub.clone().into(),
-            tool.into(),
-            intent.target().into(),
-            args.value.to_string().into(),
-            args.digest.clone().into(),
-            args.str("idempotency_key").into(),
-            text.clone().into(),
-            tier.into(),
-            challenge.into(),
-            args.schema_version.into(),
-            policy.version.into(),
-            policy.confirm_ttl_seconds.into(),
-        ],
-        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
-    )
-    .expect("INSERT … RETURNING returns the row")
+    // One live proposal per conversation, kept by the unique index on live proposals and nothing
+    // else: supersede the live one, then insert unless another call's live one got in first (the
+    // insert waits for that call's transaction); then supersede that one too. No advisory lock: a
+    // client could take it and hold the conversation.
+    for _ in 0..SUPERSEDE_TRIES {
+        spi::run(
+            "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.clock_timestamp() \
+             WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
+            &[who.tenant.clone().into(), conversation.into()],
+        );
+        let inserted = spi::one(
+            "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
+             args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
+             expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
+             pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14)) \
+             ON CONFLICT (tenant_id, conversation_id) WHERE status = 'live' DO NOTHING \
+             RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
+            &[
+                who.tenant.clone().into(),
+                conversation.into(),
+                who.sub.clone().into(),
+                tool.into(),
+                intent.target().into(),
+                args.value.to_string().into(),
+                args.digest.clone().into(),
+                args.str("idempotency_key").into(),
+                text.clone().into(),
+                tier.into(),
+                challenge.clone().into(),
+                args.schema_version.into(),
+                policy.version.into(),
+                policy.confirm_ttl_seconds.into(),
+            ],
+            |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
+        );
+        if let Some(view) = inserted {
+            return view;
+        }
+    }
+    // Only a conversation flooded with concurrent proposals gets here; the client retries.
+    crate::error::GateError::Contended.raise()
 }
 
 /// A proposal as `confirm` finds it, locked.
@@ -97,7 +105,7 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
     let deny = |e| refused(Rule::ConfirmationInvalid, e);
     let kid = token::key_id(token).map_err(deny)?;
     let key = registered_key(&kid);
-    token::verify_confirmation(token.unwrap_or_default(), key.as_ref(), &who.tenant, clock::now()).map_err(deny)
+    token::verify_confirmation(token.unwrap_or_default(), key.as_ref(), &who.tenant, clock::tokens()).map_err(deny)
 }
 
 /// The proposal a confirmation names, in the caller's tenant only, locked for the decision.
@@ -106,7 +114,7 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
-         p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.now(), \
+         p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
          pg_catalog.date_part('epoch', p.created_at), p.schema_version \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
         &[id.into(), who.tenant.clone().into()],
@@ -191,7 +199,8 @@ pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
 /// Record the person's decision on the proposal.
 pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
-        "UPDATE toolgate.proposals SET status = $2, decided_at = pg_catalog.now() WHERE proposal_id = $1::uuid",
+        "UPDATE toolgate.proposals SET status = $2, decided_at = pg_catalog.clock_timestamp() \
+         WHERE proposal_id = $1::uuid",
         &[p.id.clone().into(), status.into()],
     );
 }

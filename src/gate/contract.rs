@@ -1,5 +1,5 @@
 //! Step 2: the tool is known and its arguments fit the tool's schema (draft 2020-12), compiled
-//! once per (tool, schema version) per backend.
+//! once per schema text per backend.
 
 use serde_json::Value;
 use std::cell::RefCell;
@@ -13,11 +13,22 @@ use crate::audit::{self, Audit};
 use crate::config::{cached, Cache};
 use crate::spi;
 
+/// Compiled schemas a backend keeps; past this it starts over.
+const COMPILED_LIMIT: usize = 256;
+
 thread_local! {
-    /// Compiled schemas by (schema OID, tool, version): a version's text never changes while the
-    /// extension exists, and the schema OID changes when it is created again.
-    static CONTRACTS: RefCell<HashMap<(pgrx::pg_sys::Oid, String, i32), Rc<Contract>>> = RefCell::new(HashMap::new());
-    static TOOLS: RefCell<Cache<String, Option<(i32, bool)>>> = RefCell::new(Cache::new());
+    /// Compiled schemas by their text: a version number may come back with other content (a
+    /// version made in a transaction that rolled back, then made again), a text never does.
+    static CONTRACTS: RefCell<HashMap<String, Rc<Contract>>> = RefCell::new(HashMap::new());
+    static TOOLS: RefCell<Cache<String, Option<Tool>>> = RefCell::new(Cache::new());
+}
+
+/// A tool as the newest committed configuration has it.
+#[derive(Clone)]
+pub struct Tool {
+    pub schema_version: i32,
+    pub sensitive: bool,
+    contract: Rc<Contract>,
 }
 
 /// Arguments that passed the contract.
@@ -39,45 +50,45 @@ pub fn conversation(id: Option<&str>) -> Step<&str> {
     contract::check_conversation_id(id).map_err(|v| Deny::schema(vec![v]))
 }
 
-/// The tool's current schema version and whether it is sensitive (a configuration row).
-pub fn tool(tool: &str) -> Option<(i32, bool)> {
+/// The tool's newest schema, compiled, and whether it is sensitive (a configuration row).
+pub fn tool(tool: &str) -> Option<Tool> {
     cached(&TOOLS, tool.to_string(), || load_tool(tool))
 }
 
-fn load_tool(tool: &str) -> Option<(i32, bool)> {
-    spi::one(
-        "SELECT s.version, t.sensitive FROM toolgate.tools t, LATERAL (SELECT max(version) AS version \
-         FROM toolgate.tool_schemas WHERE tool = t.tool) s WHERE t.tool = $1 AND s.version IS NOT NULL",
+fn load_tool(tool: &str) -> Option<Tool> {
+    let (version, sensitive, text) = spi::latest(
+        "SELECT s.version, t.sensitive, s.schema::text FROM toolgate.tools t, LATERAL (SELECT version, schema \
+         FROM toolgate.tool_schemas WHERE tool = t.tool ORDER BY version DESC LIMIT 1) s WHERE t.tool = $1",
         &[tool.into()],
-        |r| Ok((spi::col(r, 1)?, spi::col(r, 2)?)),
-    )
+        |r| Ok((spi::col::<i32>(r, 1)?, spi::col::<bool>(r, 2)?, spi::col::<String>(r, 3)?)),
+    )?;
+    Some(Tool { schema_version: version, sensitive, contract: compiled(tool, version, text) })
 }
 
-fn compiled(tool: &str, version: i32) -> Rc<Contract> {
-    let key = (spi::schema_oid(), tool.to_string(), version);
-    if let Some(c) = CONTRACTS.with_borrow(|m| m.get(&key).cloned()) {
+fn compiled(tool: &str, version: i32, text: String) -> Rc<Contract> {
+    if let Some(c) = CONTRACTS.with_borrow(|m| m.get(&text).cloned()) {
         return c;
     }
-    let text = spi::one(
-        "SELECT schema::text FROM toolgate.tool_schemas WHERE tool = $1 AND version = $2",
-        &[tool.into(), version.into()],
-        |r| spi::col::<String>(r, 1),
-    )
-    .expect("the version was just read");
     let schema: Value = serde_json::from_str(&text).expect("jsonb text is JSON");
     // set_tool_schema refuses schemas that do not compile, so this only fails on a hand edit.
     let contract = Rc::new(Contract::compile(&schema).unwrap_or_else(|e| panic!("{tool} v{version}: {e}")));
-    CONTRACTS.with_borrow_mut(|m| m.insert(key, contract.clone()));
+    CONTRACTS.with_borrow_mut(|m| {
+        if m.len() >= COMPILED_LIMIT {
+            m.clear();
+        }
+        m.insert(text, contract.clone())
+    });
     contract
 }
 
 /// Check `args` against the tool's contract; the audit learns the args' HMAC and the schema
 /// version whatever the verdict.
-pub fn check(tool_name: &str, args: Option<&str>, audit: &mut Audit) -> Step<Checked> {
-    let Some((version, sensitive)) = tool(tool_name) else {
+pub fn check(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
+    let Some(Tool { schema_version: version, sensitive, contract }) = tool(tool_name) else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
-    let value = match contract::parse_args(args) {
+    let parsed = if oversize { Err(contract::oversize()) } else { contract::parse_args(args) };
+    let value = match parsed {
         Ok(v) => v,
         Err(errors) => {
             audit.args(None, Some(version));
@@ -86,7 +97,7 @@ pub fn check(tool_name: &str, args: Option<&str>, audit: &mut Audit) -> Step<Che
     };
     let (digest, hmac) = digest::args_digest_and_hmac(&audit::hmac_key(), &value);
     audit.args(Some(hmac), Some(version));
-    let errors = compiled(tool_name, version).check(&value);
+    let errors = contract.check(&value);
     if !errors.is_empty() {
         return Err(Deny::schema(errors));
     }

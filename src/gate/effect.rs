@@ -7,7 +7,7 @@ use toolgate_core::token::Identity;
 
 use super::authorization::{writes_enabled, writes_enabled_sql};
 use super::domain::Intent;
-use super::{Deny, Step};
+use super::{clock, Deny, Step};
 use crate::spi;
 
 /// Why a guarded write changed nothing: writes were turned off while the call waited for its
@@ -20,12 +20,23 @@ fn refused(tool: &str, otherwise: Deny) -> Deny {
     }
 }
 
+/// In REPEATABLE READ or SERIALIZABLE, the switch in the effect's own statement is read under the
+/// transaction's snapshot, which may predate a switch turned off while the call waited for its
+/// rows: there it is read again now, after the rows are locked.
+fn still_enabled(tool: &str) -> Step<()> {
+    if clock::snapshot_is_the_transactions() && !writes_enabled(tool) {
+        return Err(Deny::because(Rule::WriteDisabled, json!({"reason": "turned_off_meanwhile"})));
+    }
+    Ok(())
+}
+
 /// Apply `intent` for `who`. Each write re-checks the state and the kill switch in the statement
 /// that makes it; the rows it writes were locked before that statement began (the order by the
 /// target step, the cost centre here), so a switch turned off during a wait is seen.
 pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&str>) -> Step<(Value, String)> {
     match intent {
         Intent::Close { order_id, reason } => {
+            still_enabled("request_close")?;
             let request_id = spi::one(
                 concat!(
                     "WITH changed AS (UPDATE toolgate.work_orders SET status = 'close_requested', \
@@ -35,7 +46,7 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                     " RETURNING tenant_id, order_id) \
                      INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, \
                      idempotency_key, proposal_id) SELECT tenant_id, order_id, $3, $4, $5, $6::uuid FROM changed \
-                     RETURNING request_id"
+                     RETURNING request_id::text"
                 ),
                 &[
                     who.tenant.clone().into(),
@@ -45,7 +56,7 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                     key.into(),
                     proposal_id.into(),
                 ],
-                |r| spi::col::<i64>(r, 1),
+                |r| spi::col::<String>(r, 1),
             )
             .ok_or_else(|| {
                 refused("request_close", Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"})))
@@ -60,6 +71,7 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                 "SELECT 1 FROM toolgate.cost_centers WHERE tenant_id = $1 AND cost_center = $2 FOR UPDATE",
                 &[who.tenant.clone().into(), cost_center.clone().into()],
             );
+            still_enabled("request_purchase_part")?;
             // Charge the total and record the purchase in one statement: parallel purchases can
             // never overspend, and `spent <= budget` holds in the table too.
             let (purchase_id, left) = spi::one(
@@ -71,7 +83,7 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                      INSERT INTO toolgate.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, \
                      cost_center, requested_by, idempotency_key, proposal_id) \
                      SELECT $1, $2, $3, $4, $5::numeric, $6::numeric, c.cost_center, $8, $9, $10::uuid FROM charged c \
-                     RETURNING purchase_id, (SELECT left_after FROM charged)"
+                     RETURNING purchase_id::text, (SELECT left_after FROM charged)"
                 ),
                 &[
                     who.tenant.clone().into(),
@@ -85,7 +97,7 @@ pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&st
                     key.into(),
                     proposal_id.into(),
                 ],
-                |r| Ok((spi::col::<i64>(r, 1)?, spi::col::<String>(r, 2)?)),
+                |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?)),
             )
             .ok_or_else(|| {
                 refused(

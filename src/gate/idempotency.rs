@@ -1,6 +1,8 @@
 //! Step 3: the idempotency ledger. The key is (tenant, tool, idempotency_key) and carries the
-//! canonical digest of the arguments. Reservation is `INSERT … ON CONFLICT DO NOTHING`: a second
-//! call with the same key waits for the first to commit, then reads what it left.
+//! canonical digest of the arguments and the actor who reserved it. Reservation is
+//! `INSERT … ON CONFLICT DO NOTHING`: a second call with the same key waits for the first to
+//! commit, then reads what it left. A key answers only its own actor: another actor of the tenant
+//! who sends it gets `idempotency_key_reused`, never the first actor's reply or proposal.
 
 use pgrx::spi::SpiResult;
 use serde_json::{json, Value};
@@ -14,6 +16,7 @@ use crate::spi;
 /// A ledger key.
 pub struct Key {
     pub tenant: String,
+    pub actor: String,
     pub tool: String,
     pub key: String,
     pub digest: String,
@@ -23,6 +26,7 @@ impl Key {
     pub fn of(who: &Identity, tool: &str, args: &Checked) -> Key {
         Key {
             tenant: who.tenant.clone(),
+            actor: who.sub.clone(),
             tool: tool.to_string(),
             key: args.str("idempotency_key").to_string(),
             digest: args.digest.clone(),
@@ -41,6 +45,7 @@ pub enum Reservation {
 }
 
 struct Existing {
+    actor: String,
     digest: String,
     state: String,
     reply: Option<String>,
@@ -62,31 +67,37 @@ fn existing(k: &Key) -> Option<Existing> {
 fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
     spi::one(
         if lock {
-            "SELECT l.args_digest, l.state, l.reply::text, p.proposal_id::text, p.text, p.tier, \
-             toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.now()) \
+            "SELECT l.args_digest, l.state, l.reply::text, l.actor, p.proposal_id::text, p.text, p.tier, \
+             toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp()) \
              FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
              WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l"
         } else {
-            "SELECT args_digest, state, reply::text FROM toolgate.ledger \
+            "SELECT args_digest, state, reply::text, actor FROM toolgate.ledger \
              WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3"
         },
         &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
         |r| {
             let proposal = if lock { live_proposal(r)? } else { None };
-            Ok(Existing { digest: spi::col(r, 1)?, state: spi::col(r, 2)?, reply: r.get(3)?, proposal })
+            Ok(Existing {
+                digest: spi::col(r, 1)?,
+                state: spi::col(r, 2)?,
+                reply: r.get(3)?,
+                actor: spi::col(r, 4)?,
+                proposal,
+            })
         },
     )
 }
 
-/// Columns 4 to 8 of the locked read: the key's proposal, if it is still live.
+/// Columns 5 to 9 of the locked read: the key's proposal, if it is still live.
 fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
-    let live: Option<bool> = r.get(8)?;
-    Ok(match (live, r.get::<String>(4)?) {
+    let live: Option<bool> = r.get(9)?;
+    Ok(match (live, r.get::<String>(5)?) {
         (Some(true), Some(id)) => Some(ProposalView {
             id,
-            text: spi::col(r, 5)?,
-            tier: spi::col(r, 6)?,
-            expires_at: spi::col(r, 7)?,
+            text: spi::col(r, 6)?,
+            tier: spi::col(r, 7)?,
+            expires_at: spi::col(r, 8)?,
         }),
         _ => None,
     })
@@ -96,9 +107,15 @@ fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
 pub fn reserve(k: &Key) -> Step<Reservation> {
     for _ in 0..8 {
         let inserted = spi::run(
-            "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, state) \
-             VALUES ($1, $2, $3, $4, 'reserved') ON CONFLICT DO NOTHING RETURNING 1",
-            &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), k.digest.clone().into()],
+            "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state) \
+             VALUES ($1, $2, $3, $4, $5, 'reserved') ON CONFLICT DO NOTHING RETURNING 1",
+            &[
+                k.tenant.clone().into(),
+                k.tool.clone().into(),
+                k.key.clone().into(),
+                k.digest.clone().into(),
+                k.actor.clone().into(),
+            ],
         );
         if inserted == 1 {
             return Ok(Reservation::Owned);
@@ -106,6 +123,10 @@ pub fn reserve(k: &Key) -> Step<Reservation> {
         // The row is committed (ON CONFLICT waited for its writer); read it. It may have been
         // released in between: then try the insert again.
         let Some(row) = existing(k) else { continue };
+        // Another actor's key: neither its reply, nor its proposal, nor whether the arguments match.
+        if row.actor != k.actor {
+            return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_actor"})));
+        }
         if row.digest != k.digest {
             return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_arguments"})));
         }

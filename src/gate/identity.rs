@@ -2,14 +2,14 @@
 //!
 //! A backend remembers the tokens whose signature it verified, keyed by the exact token text, so
 //! an agent's repeated calls skip the Ed25519 check. Nothing else is skipped: every call still
-//! checks the key row as it stands (a revoked or replaced key fails at once) and judges `exp` on
-//! the clock.
+//! checks the key row as it stands (a revoked or replaced key fails at once) and judges the
+//! token's times on the wall clock.
 
 use serde_json::json;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use toolgate_core::outcome::Rule;
-use toolgate_core::token::{self, Identity, KeyPurpose, RegisteredKey, TokenError};
+use toolgate_core::token::{self, Clock, Identity, KeyPurpose, RegisteredKey, TokenError};
 
 use super::{clock, Deny, Step};
 use crate::config::{cached, Cache};
@@ -35,7 +35,7 @@ pub fn registered_key(kid: &str) -> Option<RegisteredKey> {
 }
 
 fn load_key(kid: &str) -> Option<RegisteredKey> {
-    spi::one(
+    spi::latest(
         "SELECT tenant_id, purpose, public_key, active FROM toolgate.keys WHERE kid = $1",
         &[kid.into()],
         |r| {
@@ -57,7 +57,7 @@ pub fn refused(rule: Rule, e: TokenError) -> Deny {
 }
 
 /// A token this backend verified, if its key is still the one that verified it.
-fn remembered(token: &str, now: i64) -> Option<Result<Identity, TokenError>> {
+fn remembered(token: &str, clock: Clock) -> Option<Result<Identity, TokenError>> {
     let (kid, public_key, tenant) =
         VERIFIED.with_borrow(|v| v.get(token).map(|h| (h.kid.clone(), h.public_key, h.identity.tenant.clone())))?;
     let still = registered_key(&kid).is_some_and(|k| {
@@ -69,7 +69,7 @@ fn remembered(token: &str, now: i64) -> Option<Result<Identity, TokenError>> {
     }
     VERIFIED.with_borrow(|v| {
         let identity = &v.get(token)?.identity;
-        Some(if identity.exp <= now { Err(TokenError::Expired) } else { Ok(identity.clone()) })
+        Some(token::judge_times(identity.exp, identity.iat, identity.nbf, clock).map(|()| identity.clone()))
     })
 }
 
@@ -88,16 +88,16 @@ fn remember(token: &str, kid: String, key: &RegisteredKey, identity: &Identity, 
 /// Verify an identity token.
 pub fn verify(token: Option<&str>) -> Step<Identity> {
     let deny = |e| refused(Rule::IdentityInvalid, e);
-    let now = clock::now();
-    if let Some(verdict) = token.and_then(|t| remembered(t, now)) {
+    let clock = clock::tokens();
+    if let Some(verdict) = token.and_then(|t| remembered(t, clock)) {
         return verdict.map_err(deny);
     }
     let kid = token::key_id(token).map_err(deny)?;
     let key = registered_key(&kid);
     let token = token.unwrap_or_default();
-    let identity = token::verify_identity(token, key.as_ref(), now).map_err(deny)?;
+    let identity = token::verify_identity(token, key.as_ref(), clock).map_err(deny)?;
     if let Some(key) = &key {
-        remember(token, kid, key, &identity, now);
+        remember(token, kid, key, &identity, clock.now);
     }
     Ok(identity)
 }

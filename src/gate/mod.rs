@@ -50,11 +50,23 @@ impl Deny {
 pub type Step<T> = Result<T, Deny>;
 
 pub mod clock {
-    /// The statement's start, in whole seconds since the epoch: the clock tokens are judged by.
+    /// The wall clock at the moment of the check, in whole seconds since the epoch: the clock
+    /// tokens are judged by. Not the transaction's or the statement's start: a procedure that
+    /// sleeps and commits between calls, or one long statement, must not carry an expired token.
     pub fn now() -> i64 {
         // TimestampTz counts microseconds since 2000-01-01.
-        let ts = unsafe { pgrx::pg_sys::GetCurrentStatementStartTimestamp() };
+        let ts = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
         ts.div_euclid(1_000_000) + 946_684_800
+    }
+
+    /// The clock tokens are judged by, with the configured longest lifetime.
+    pub fn tokens() -> toolgate_core::token::Clock {
+        toolgate_core::token::Clock { now: now(), max_lifetime: i64::from(crate::MAX_TOKEN_LIFETIME.get()) }
+    }
+
+    /// The caller's transaction reads one snapshot throughout (REPEATABLE READ or SERIALIZABLE).
+    pub fn snapshot_is_the_transactions() -> bool {
+        unsafe { pgrx::pg_sys::XactIsoLevel >= pgrx::pg_sys::XACT_REPEATABLE_READ as i32 }
     }
 }
 
@@ -64,6 +76,8 @@ pub struct Call<'a> {
     pub identity: Option<&'a str>,
     pub conversation_id: Option<&'a str>,
     pub args: Option<&'a str>,
+    /// The arguments' datum was too large to be rendered at all.
+    pub oversize: bool,
 }
 
 /// `request_close` and `request_purchase_part`: the whole gate, in the caller's transaction.
@@ -83,7 +97,7 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
     // 2. Contract: a known tool, arguments that fit its schema, finite numbers.
     let conversation = audit.step("contract", contract::conversation(call.conversation_id))?;
     audit.conversation(conversation);
-    let checked = contract::check(call.tool, call.args, audit);
+    let checked = contract::check(call.tool, call.args, call.oversize, audit);
     let args = audit.step("contract", checked)?;
     if let Some(id) = args.value.get("order_id").and_then(Value::as_str) {
         audit.target(id);
@@ -187,7 +201,7 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
 
     // The state may have moved since the proposal: authorization and domain run again.
     let args = contract::Checked {
-        sensitive: contract::tool(&p.tool).is_none_or(|(_, sensitive)| sensitive),
+        sensitive: contract::tool(&p.tool).is_none_or(|t| t.sensitive),
         digest: p.digest.clone(),
         schema_version: p.schema_version,
         value: p.args.clone(),

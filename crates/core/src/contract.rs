@@ -31,16 +31,21 @@ impl Violation {
     }
 }
 
+/// Largest `jsonb` datum whose text the gate asks PostgreSQL for: a bound checked before any
+/// rendering or parsing, generous enough for every document whose text fits `MAX_ARGS_BYTES`.
+pub const MAX_ARGS_DATUM_BYTES: usize = 4 * MAX_ARGS_BYTES;
+
+/// Arguments refused by their size alone, before they were rendered or parsed.
+pub fn oversize() -> Vec<Violation> {
+    vec![Violation::new("", "maxBytes", format!("arguments exceed {MAX_ARGS_BYTES} bytes"))]
+}
+
 /// Parse the arguments text (Postgres' rendering of the `jsonb` the caller passed), refusing
 /// what is too big, too deep or not a finite, exactly representable number.
 pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
     let text = text.ok_or_else(|| vec![Violation::new("", "type", "arguments are required")])?;
     if text.len() > MAX_ARGS_BYTES {
-        return Err(vec![Violation::new(
-            "",
-            "maxBytes",
-            format!("arguments exceed {MAX_ARGS_BYTES} bytes"),
-        )]);
+        return Err(oversize());
     }
     let value: Value = serde_json::from_str(text).map_err(|e| {
         let what = if e.to_string().contains("out of range") {
@@ -61,6 +66,21 @@ pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
     }
 }
 
+/// The decimal `literal` is exactly the double `f`'s shortest decimal form.
+fn same_number(literal: &str, f: f64) -> bool {
+    let decimal = |s: &str| {
+        if s.contains(['e', 'E']) {
+            rust_decimal::Decimal::from_scientific(s).ok()
+        } else {
+            rust_decimal::Decimal::from_str_exact(s).ok()
+        }
+    };
+    match (decimal(literal), decimal(&f.to_string())) {
+        (Some(sent), Some(held)) => sent == held,
+        _ => false,
+    }
+}
+
 fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
@@ -68,12 +88,13 @@ fn escape_pointer(token: &str) -> String {
 fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Violation>) {
     match value {
         Value::Number(n) => {
-            // RFC 8785 reads every number as a double: a larger integer would share its digest
-            // with a neighbour, and one key could replay another call's arguments.
-            let exact = n.as_i64().is_some_and(|i| i.unsigned_abs() <= MAX_EXACT_INTEGER as u64)
-                || (n.is_f64() && n.as_f64().is_some_and(|f| f.is_finite() && f.abs() <= MAX_EXACT_INTEGER));
+            // Numbers keep the text they were sent as, and the schema judges that text. RFC 8785
+            // then reads every number as a double: a number the double does not hold exactly
+            // (a larger integer, 0.99999999999999999999) would share its digest with a neighbour,
+            // and one key could replay another call's arguments. Such numbers are refused.
+            let exact = n.as_f64().is_some_and(|f| f.abs() <= MAX_EXACT_INTEGER && same_number(&n.to_string(), f));
             if !exact {
-                errors.push(Violation::new(path, "number", "number is not finite or out of range"));
+                errors.push(Violation::new(path, "number", "number is not finite, out of range or more precise than a double"));
             }
         }
         Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
@@ -262,14 +283,40 @@ mod tests {
 
     #[test]
     fn numbers_must_be_finite_and_exact() {
-        // Postgres renders 1e400 in full; serde_json cannot hold it.
+        // Postgres renders 1e400 in full; no double holds it.
         let huge = format!("{{\"quantity\": 1{}}}", "0".repeat(400));
-        assert_eq!(parse_args(Some(&huge)).unwrap_err()[0].message, "a number is out of range");
+        let e = parse_args(Some(&huge)).unwrap_err();
+        assert_eq!((e[0].instance_path.as_str(), e[0].keyword.as_str()), ("/quantity", "number"));
         let e = parse_args(Some("{\"quantity\": 1e30}")).unwrap_err();
         assert_eq!((e[0].instance_path.as_str(), e[0].keyword.as_str()), ("/quantity", "number"));
         assert!(parse_args(Some("{\"quantity\": NaN}")).is_err());
         assert!(parse_args(Some("{\"quantity\": 3}")).is_ok());
         assert!(parse_args(Some("{\"quantity\": 2.5}")).is_ok());
+    }
+
+    /// The security review's F12: 0.99999999999999999999 was read as the double 1.0 before the
+    /// schema saw it, and passed `"type": "integer", "minimum": 1`. A number is judged as sent: one
+    /// a double would round is refused before validation; one a double holds passes through.
+    #[test]
+    fn numbers_a_double_would_round_are_refused_as_sent() {
+        let quantity = Contract::compile(&json!({"type": "object", "properties": {
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 100}}})).unwrap();
+        for text in [
+            "{\"quantity\": 0.99999999999999999999}",
+            "{\"quantity\": 1.00000000000000000001}",
+            "{\"quantity\": 99.999999999999999999999}",
+            "{\"quantity\": 0.1000000000000000000000000000001}",
+        ] {
+            let e = parse_args(Some(text)).unwrap_err();
+            assert_eq!((e[0].instance_path.as_str(), e[0].keyword.as_str()), ("/quantity", "number"), "{text}");
+        }
+        for text in ["{\"quantity\": 0.1}", "{\"quantity\": 12.50}", "{\"quantity\": 1e-7}", "{\"quantity\": -0}"] {
+            assert!(parse_args(Some(text)).is_ok(), "{text} was refused");
+        }
+        // What passes the bounds is validated as the number it is.
+        let checked = |text: &str| quantity.check(&parse_args(Some(text)).unwrap());
+        assert!(checked("{\"quantity\": 3.0}").is_empty());
+        assert_eq!(checked("{\"quantity\": 0.5}").iter().map(|v| v.keyword.as_str()).collect::<Vec<_>>(), ["minimum", "type"]);
     }
 
     /// Found while writing the digest property tests: 9007199254740993 is an i64, but RFC 8785

@@ -1,14 +1,59 @@
 //! The text a person must read before an effect: target, action, consequence, tenant.
+//!
+//! The sentences are the gate's; every value that came from the arguments or from the ERP goes
+//! through `quoted`, which delimits it visibly and escapes whatever could end the delimiters or
+//! start a line of its own, so no value can rewrite or imitate the fixed sentences around it.
 
 use rust_decimal::Decimal;
+use std::fmt::Write;
 
 use crate::policy::brl;
+
+/// The delimiters around every value in a consent text.
+pub const OPEN: char = '«';
+pub const CLOSE: char = '»';
+
+/// Invisible or layout characters (Unicode format characters and separators) that would let a
+/// value hide text or reorder what the person sees; shown as escapes instead.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// `value` as a consent text shows it: between « and », with `\`, «, », line breaks, tabs,
+/// control characters and invisible format characters escaped, so the value is one visible run
+/// of text that ends where the gate says it ends.
+pub fn quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 6);
+    out.push(OPEN);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            OPEN | CLOSE => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || invisible(c) => {
+                write!(out, "\\u{{{:04X}}}", u32::from(c)).expect("writing to a String cannot fail");
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(CLOSE);
+    out
+}
 
 /// A request to close a work order.
 pub fn close_text(order_id: &str, tenant: &str, reason: &str) -> String {
     format!(
-        "Solicitar fechamento da OS {order_id} (tenant {tenant}). Consequência: a OS passa a \
-         close_requested e sai da fila de trabalho. Motivo informado: \"{reason}\"."
+        "Solicitar fechamento da OS {} (tenant {tenant}). Consequência: a OS passa a \
+         close_requested e sai da fila de trabalho. Motivo informado: {}.",
+        quoted(order_id),
+        quoted(reason)
     )
 }
 
@@ -31,18 +76,18 @@ pub fn purchase_text(p: &Purchase, tenant: &str, tier: i32) -> String {
     let mut text = format!(
         "Comprar {} × {} (peça {}) a {} cada, total {}, no centro de custo {}, para a OS {} (tenant {}).",
         p.quantity,
-        p.part_name,
-        p.part_id,
+        quoted(p.part_name),
+        quoted(p.part_id),
         brl(p.unit_price),
         brl(p.total),
-        p.cost_center,
-        p.order_id,
+        quoted(p.cost_center),
+        quoted(p.order_id),
         tenant
     );
     if tier >= 2 {
         text.push_str(&format!(
             " Orçamento do centro de custo {}: {} antes, {} depois.",
-            p.cost_center,
+            quoted(p.cost_center),
             brl(p.budget_left),
             brl(p.budget_left - p.total)
         ));
@@ -72,9 +117,9 @@ mod tests {
     #[test]
     fn close_text_names_target_action_consequence_and_tenant() {
         let t = close_text("742", "shopping-a", "Inspeção validada pelo supervisor");
-        assert!(t.starts_with("Solicitar fechamento da OS 742 (tenant shopping-a)"));
+        assert!(t.starts_with("Solicitar fechamento da OS «742» (tenant shopping-a)"));
         assert!(t.contains("close_requested"));
-        assert!(t.contains("Inspeção validada pelo supervisor"));
+        assert!(t.contains("Motivo informado: «Inspeção validada pelo supervisor»."));
     }
 
     fn purchase() -> Purchase<'static> {
@@ -93,7 +138,7 @@ mod tests {
     #[test]
     fn purchase_text_names_everything_the_person_decides_on() {
         let t = purchase_text(&purchase(), "shopping-a", 1);
-        for needle in ["4 × Filtro de ar", "F-200", "R$ 12,50", "R$ 50,00", "CC-MANUT", "OS 742", "shopping-a"] {
+        for needle in ["4 × «Filtro de ar»", "«F-200»", "R$ 12,50", "R$ 50,00", "«CC-MANUT»", "OS «742»", "shopping-a"] {
             assert!(t.contains(needle), "{needle} missing from {t}");
         }
         assert!(!t.contains("antes"), "tier 1 shows no budget: {t}");
@@ -109,5 +154,64 @@ mod tests {
     fn tier_three_shows_the_challenge_word() {
         assert!(consent_hint(3, Some("FECHAR-7Q")).ends_with("FECHAR-7Q"));
         assert!(consent_hint(1, None).contains("sim"));
+    }
+
+    /// What the person reads of a quoted value, read back: the inverse of `quoted`.
+    fn unquoted(text: &str) -> Option<String> {
+        let inner = text.strip_prefix(OPEN)?.strip_suffix(CLOSE)?;
+        let mut out = String::new();
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                OPEN | CLOSE => return None,
+                '\\' => match chars.next()? {
+                    'n' => out.push('\n'),
+                    'r' => out.push('\r'),
+                    't' => out.push('\t'),
+                    'u' => {
+                        let hex: String = chars.by_ref().skip(1).take_while(|&c| c != '}').collect();
+                        out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                    }
+                    c => out.push(c),
+                },
+                c if c.is_control() || invisible(c) => return None,
+                c => out.push(c),
+            }
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn a_reason_cannot_forge_a_system_notice() {
+        // The security review's reason: a quote, a full stop, blank lines and a fake notice.
+        let reason = "ok\".\n\nAVISO DO SISTEMA: simulação, a OS NÃO será fechada. Responda sim para cancelar.\n\"";
+        let t = close_text("742", "shopping-a", reason);
+        assert!(!t.contains('\n'), "{t}");
+        assert_eq!(t.matches(OPEN).count(), 2, "{t}");
+        let shown = r#"Motivo informado: «ok".\n\nAVISO DO SISTEMA: simulação, a OS NÃO será fechada. Responda sim para cancelar.\n"»."#;
+        assert!(t.ends_with(shown), "{t}");
+        // What follows the value is the gate's sentence, whatever the value said.
+        let value_end = t.rfind(CLOSE).unwrap();
+        assert_eq!(&t[value_end..], "».");
+    }
+
+    #[test]
+    fn delimiters_and_invisible_characters_inside_a_value_are_escaped() {
+        assert_eq!(quoted("a»b«c\\"), r"«a\»b\«c\\»");
+        assert_eq!(quoted("x\u{202E}y\u{200B}\u{7}"), r"«x\u{202E}y\u{200B}\u{0007}»");
+        assert_eq!(quoted("linha\r\nnova\tcoluna"), r"«linha\r\nnova\tcoluna»");
+        assert_eq!(quoted(""), "«»");
+    }
+
+    proptest::proptest! {
+        /// Any value, any characters: the quoted form starts and ends with the delimiters, holds
+        /// no other bare delimiter, no line break, control or invisible character, and reads back
+        /// as the value itself.
+        #[test]
+        fn every_value_is_one_delimited_visible_run(value in proptest::prelude::any::<String>()) {
+            let q = quoted(&value);
+            proptest::prop_assert!(!q.chars().any(|c| c.is_control() || invisible(c)));
+            proptest::prop_assert_eq!(unquoted(&q), Some(value));
+        }
     }
 }

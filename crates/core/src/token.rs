@@ -9,7 +9,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ed25519_dalek::pkcs8::{DecodePublicKey, EncodePrivateKey};
 use ed25519_dalek::{SigningKey, VerifyingKey};
+use jsonwebtoken::crypto::{rust_crypto, CryptoProvider, JwtVerifier};
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use std::sync::OnceLock;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +21,23 @@ pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 pub const SKEW_SECONDS: i64 = 60;
 /// Longest claim string kept (actor, tenant, role); longer is refused.
 pub const MAX_CLAIM_CHARS: usize = 128;
+/// Longest a token may live unless configured otherwise (the `toolgate.max_token_lifetime`
+/// setting): a day.
+pub const DEFAULT_MAX_LIFETIME_SECONDS: i64 = 24 * 3600;
+
+/// The moment a token is judged at (wall clock, seconds since the epoch), and the longest life a
+/// token may have then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    pub now: i64,
+    pub max_lifetime: i64,
+}
+
+impl From<i64> for Clock {
+    fn from(now: i64) -> Clock {
+        Clock { now, max_lifetime: DEFAULT_MAX_LIFETIME_SECONDS }
+    }
+}
 
 /// What a registered key may sign.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +96,10 @@ pub enum TokenError {
     Expired,
     #[error("token issued in the future")]
     IssuedInFuture,
+    #[error("token not valid yet")]
+    NotYetValid,
+    #[error("token lives longer than allowed")]
+    Lifetime,
 }
 
 impl TokenError {
@@ -93,6 +116,8 @@ impl TokenError {
             TokenError::Claims => "claims",
             TokenError::Expired => "expired",
             TokenError::IssuedInFuture => "issued_in_future",
+            TokenError::NotYetValid => "not_yet_valid",
+            TokenError::Lifetime => "lifetime",
         }
     }
 }
@@ -106,6 +131,8 @@ pub struct Identity {
     pub exp: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
 }
 
 /// What the person answered, as the channel delivered it.
@@ -144,6 +171,9 @@ fn typed() -> Via {
 trait Expiring {
     fn exp(&self) -> i64;
     fn iat(&self) -> Option<i64>;
+    fn nbf(&self) -> Option<i64> {
+        None
+    }
     fn claims_ok(&self) -> bool;
 }
 
@@ -157,6 +187,9 @@ impl Expiring for Identity {
     }
     fn iat(&self) -> Option<i64> {
         self.iat
+    }
+    fn nbf(&self) -> Option<i64> {
+        self.nbf
     }
     fn claims_ok(&self) -> bool {
         bounded(&self.sub) && bounded(&self.tenant) && bounded(&self.role)
@@ -172,6 +205,54 @@ impl Expiring for Confirmation {
     }
     fn claims_ok(&self) -> bool {
         bounded(&self.proposal) && self.text.chars().count() <= 1024
+    }
+}
+
+/// Ed25519 as the gate verifies it: `verify_strict` (RFC 8032's checks plus no small-order
+/// components), so neither a weak public key nor a crafted signature can pass. Installed as
+/// jsonwebtoken's crypto provider, which otherwise verifies EdDSA leniently; every other
+/// algorithm is the crate's own RustCrypto code.
+struct StrictEd25519(VerifyingKey);
+
+impl signature::Verifier<Vec<u8>> for StrictEd25519 {
+    fn verify(&self, msg: &[u8], signature: &Vec<u8>) -> Result<(), signature::Error> {
+        let signature = ed25519_dalek::Signature::from_slice(signature)?;
+        self.0.verify_strict(msg, &signature)
+    }
+}
+
+impl JwtVerifier for StrictEd25519 {
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::EdDSA
+    }
+}
+
+fn strict_verifier(alg: &Algorithm, key: &DecodingKey) -> jsonwebtoken::errors::Result<Box<dyn JwtVerifier>> {
+    if *alg != Algorithm::EdDSA {
+        return (rust_crypto::DEFAULT_PROVIDER.verifier_factory)(alg, key);
+    }
+    let invalid = || jsonwebtoken::errors::Error::from(jsonwebtoken::errors::ErrorKind::InvalidEddsaKey);
+    let bytes: [u8; 32] = key.try_get_as_bytes()?.try_into().map_err(|_| invalid())?;
+    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| invalid())?;
+    if key.is_weak() {
+        return Err(invalid());
+    }
+    Ok(Box::new(StrictEd25519(key)))
+}
+
+/// Make the strict provider jsonwebtoken's, before its first use in this process: every function
+/// here that signs or verifies calls this first (so must anything else in the process that uses
+/// jsonwebtoken). Fails closed: if another provider was installed first, no token verifies.
+pub fn strict_provider() -> Result<(), TokenError> {
+    static STRICT: OnceLock<CryptoProvider> = OnceLock::new();
+    let strict = STRICT.get_or_init(|| CryptoProvider {
+        verifier_factory: strict_verifier,
+        ..rust_crypto::DEFAULT_PROVIDER.clone()
+    });
+    let _ = strict.install_default();
+    match CryptoProvider::try_get_default() {
+        Some(p) if std::ptr::eq(p, strict) => Ok(()),
+        _ => Err(TokenError::Signature),
     }
 }
 
@@ -207,12 +288,13 @@ fn verify<T: DeserializeOwned + Expiring>(
     token: &str,
     key: Option<&RegisteredKey>,
     purpose: KeyPurpose,
-    now: i64,
+    clock: Clock,
 ) -> Result<T, TokenError> {
     let key = key.filter(|k| k.active).ok_or(TokenError::UnknownKey)?;
     if key.purpose != purpose {
         return Err(TokenError::WrongPurpose);
     }
+    strict_provider()?;
     let mut validation = Validation::new(Algorithm::EdDSA);
     // Time is judged below against the database's clock, not the library's.
     validation.validate_exp = false;
@@ -230,22 +312,37 @@ fn verify<T: DeserializeOwned + Expiring>(
     if !claims.claims_ok() {
         return Err(TokenError::Claims);
     }
-    if claims.exp() <= now {
+    judge_times(claims.exp(), claims.iat(), claims.nbf(), clock)?;
+    Ok(claims)
+}
+
+/// A token's times against the clock: not expired, not issued or valid only in the future
+/// (beyond the skew), and not living longer than allowed, counted from now and from `iat`.
+pub fn judge_times(exp: i64, iat: Option<i64>, nbf: Option<i64>, clock: Clock) -> Result<(), TokenError> {
+    let Clock { now, max_lifetime } = clock;
+    if exp <= now {
         return Err(TokenError::Expired);
     }
-    if claims.iat().is_some_and(|iat| iat > now + SKEW_SECONDS) {
+    if iat.is_some_and(|iat| iat > now.saturating_add(SKEW_SECONDS)) {
         return Err(TokenError::IssuedInFuture);
     }
-    Ok(claims)
+    if nbf.is_some_and(|nbf| nbf > now.saturating_add(SKEW_SECONDS)) {
+        return Err(TokenError::NotYetValid);
+    }
+    let longest = max_lifetime.saturating_add(SKEW_SECONDS);
+    if exp.saturating_sub(now) > longest || iat.is_some_and(|iat| exp.saturating_sub(iat) > longest) {
+        return Err(TokenError::Lifetime);
+    }
+    Ok(())
 }
 
 /// Verify an identity token against the key its `kid` names (`None`: no such key).
 pub fn verify_identity(
     token: &str,
     key: Option<&RegisteredKey>,
-    now: i64,
+    clock: impl Into<Clock>,
 ) -> Result<Identity, TokenError> {
-    let identity: Identity = verify(token, key, KeyPurpose::Identity, now)?;
+    let identity: Identity = verify(token, key, KeyPurpose::Identity, clock.into())?;
     if key.map(|k| k.tenant.as_str()) != Some(identity.tenant.as_str()) {
         return Err(TokenError::WrongTenant);
     }
@@ -257,9 +354,9 @@ pub fn verify_confirmation(
     token: &str,
     key: Option<&RegisteredKey>,
     tenant: &str,
-    now: i64,
+    clock: impl Into<Clock>,
 ) -> Result<Confirmation, TokenError> {
-    let confirmation: Confirmation = verify(token, key, KeyPurpose::Channel, now)?;
+    let confirmation: Confirmation = verify(token, key, KeyPurpose::Channel, clock.into())?;
     if key.map(|k| k.tenant.as_str()) != Some(tenant) {
         return Err(TokenError::WrongTenant);
     }
@@ -267,7 +364,7 @@ pub fn verify_confirmation(
 }
 
 /// Parse a public key as a DBA may paste it: the JWK `x` (base64url of the 32 raw bytes) or a
-/// PEM `PUBLIC KEY` block. The bytes must be a valid Ed25519 point.
+/// PEM `PUBLIC KEY` block. The bytes must be a valid Ed25519 point of full order.
 pub fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
     let text = text.trim();
     let key = if text.starts_with("-----BEGIN PUBLIC KEY-----") {
@@ -280,6 +377,10 @@ pub fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
             raw.try_into().map_err(|_| "an Ed25519 public key has 32 bytes".to_string())?;
         VerifyingKey::from_bytes(&bytes).map_err(|_| "not a valid Ed25519 point".to_string())?
     };
+    // A small-order point (the identity, say) verifies forged signatures under lenient checks.
+    if key.is_weak() {
+        return Err("a weak (small-order) Ed25519 key".to_string());
+    }
     Ok(key.to_bytes())
 }
 
@@ -306,6 +407,7 @@ impl Signer {
 
     /// A compact JWS with `alg: EdDSA` and this signer's `kid`.
     pub fn sign<T: Serialize>(&self, claims: &T) -> String {
+        strict_provider().expect("the strict crypto provider is installed before any other");
         let der = self.key.to_pkcs8_der().expect("an Ed25519 key always encodes");
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.kid.clone());
@@ -335,7 +437,7 @@ mod tests {
     }
 
     fn identity(tenant: &str) -> Identity {
-        Identity { sub: "user-17".into(), tenant: tenant.into(), role: "supervisor".into(), exp: NOW + 600, iat: Some(NOW) }
+        Identity { sub: "user-17".into(), tenant: tenant.into(), role: "supervisor".into(), exp: NOW + 600, iat: Some(NOW), nbf: None }
     }
 
     #[test]
@@ -361,6 +463,7 @@ mod tests {
         let key = registered(&s, "shopping-a", KeyPurpose::Identity);
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some("idp-a".into());
+        strict_provider().unwrap();
         let tok = encode(&header, &identity("shopping-a"), &EncodingKey::from_secret(&key.public_key).unwrap()).unwrap();
         assert_eq!(key_id(Some(&tok)), Err(TokenError::Algorithm));
         assert_eq!(verify_identity(&tok, Some(&key), NOW), Err(TokenError::Algorithm));
@@ -513,12 +616,61 @@ mod tests {
         let codes = [
             TokenError::Missing, TokenError::Malformed, TokenError::Algorithm, TokenError::NoKeyId,
             TokenError::UnknownKey, TokenError::WrongPurpose, TokenError::WrongTenant, TokenError::Signature,
-            TokenError::Claims, TokenError::Expired, TokenError::IssuedInFuture,
+            TokenError::Claims, TokenError::Expired, TokenError::IssuedInFuture, TokenError::NotYetValid,
+            TokenError::Lifetime,
         ]
         .map(TokenError::code);
         assert_eq!(codes[9], "expired");
         assert!(codes.iter().all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
         assert_eq!(codes.iter().collect::<std::collections::BTreeSet<_>>().len(), codes.len());
         assert_eq!(signer("idp-a", 1).kid(), "idp-a");
+    }
+
+    /// The security review's F8: the identity point registered as a key, then a token whose
+    /// signature is made of zeros and the identity point. Refused when the key is registered, and refused at verification even
+    /// if such a key row got into the table some other way.
+    #[test]
+    fn weak_keys_are_refused_and_verification_is_strict() {
+        let identity_point = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        assert_eq!(parse_public_key(identity_point), Err("a weak (small-order) Ed25519 key".to_string()));
+        let weak = RegisteredKey {
+            tenant: "shopping-a".into(),
+            purpose: KeyPurpose::Identity,
+            public_key: URL_SAFE_NO_PAD.decode(identity_point).unwrap().try_into().unwrap(),
+            active: true,
+        };
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"EdDSA","kid":"idp-a"}"#);
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&identity("shopping-a")).unwrap());
+        // R = the identity point, S = 0: [S]B - [k]A is the identity whatever the message.
+        let mut signature = [0u8; 64];
+        signature[0] = 1;
+        let forged = format!("{header}.{body}.{}", URL_SAFE_NO_PAD.encode(signature));
+        assert!(verify_identity(&forged, Some(&weak), NOW).is_err());
+        // The lenient check this replaces accepts the forgery: the test above can fail.
+        let lenient = VerifyingKey::from_bytes(&weak.public_key).unwrap();
+        let message = format!("{header}.{body}");
+        use ed25519_dalek::Verifier;
+        assert!(lenient.verify(message.as_bytes(), &ed25519_dalek::Signature::from_bytes(&signature)).is_ok());
+    }
+
+    /// The security review: `nbf` was ignored, and a token with `exp` = i64::MAX was accepted.
+    #[test]
+    fn not_before_and_lifetime_are_judged() {
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "shopping-a", KeyPurpose::Identity);
+        let verify = |i: &Identity| verify_identity(&s.sign(i), Some(&key), NOW);
+        let later = Identity { nbf: Some(NOW + SKEW_SECONDS + 1), ..identity("shopping-a") };
+        assert_eq!(verify(&later), Err(TokenError::NotYetValid));
+        assert!(verify(&Identity { nbf: Some(NOW + SKEW_SECONDS), ..identity("shopping-a") }).is_ok());
+        let forever = Identity { exp: i64::MAX, iat: None, ..identity("shopping-a") };
+        assert_eq!(verify(&forever), Err(TokenError::Lifetime));
+        // Counted from iat too: a token minted long ago for a long life.
+        let old = Identity { iat: Some(NOW - 2 * DEFAULT_MAX_LIFETIME_SECONDS), exp: NOW + 60, ..identity("shopping-a") };
+        assert_eq!(verify(&old), Err(TokenError::Lifetime));
+        let a_day = Identity { iat: None, exp: NOW + DEFAULT_MAX_LIFETIME_SECONDS, ..identity("shopping-a") };
+        assert!(verify(&a_day).is_ok());
+        // The configured bound is the one judged.
+        let hour = Clock { now: NOW, max_lifetime: 3600 };
+        assert_eq!(verify_identity(&s.sign(&a_day), Some(&key), hour), Err(TokenError::Lifetime));
     }
 }
