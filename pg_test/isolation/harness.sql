@@ -120,6 +120,10 @@ CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
 CREATE TABLE isolation.base_quota_usage AS TABLE toolgate.quota_usage;
 CREATE TABLE isolation.base_work_orders AS TABLE toolgate.work_orders;
 CREATE TABLE isolation.base_cost_centers AS TABLE toolgate.cost_centers;
+-- Configuration a permutation may change (config_snapshot): policies, key states, schemas.
+CREATE TABLE isolation.base_policies AS TABLE toolgate.policies;
+CREATE TABLE isolation.base_keys AS TABLE toolgate.keys;
+CREATE TABLE isolation.base_tool_schemas AS TABLE toolgate.tool_schemas;
 -- Proposals made no ERP change: the copies of close_requests and purchases are empty.
 SELECT (SELECT count(*) FROM toolgate.close_requests) + (SELECT count(*) FROM toolgate.purchases) = 0
     AS baseline_has_no_effects \gset
@@ -143,6 +147,20 @@ BEGIN
       FROM isolation.base_work_orders b WHERE (w.tenant_id, w.order_id) = (b.tenant_id, b.order_id);
     UPDATE toolgate.cost_centers c SET spent = b.spent
       FROM isolation.base_cost_centers b WHERE (c.tenant_id, c.cost_center) = (b.tenant_id, b.cost_center);
+    IF EXISTS (SELECT FROM toolgate.tool_schemas s WHERE (s.tool, s.version) NOT IN
+               (SELECT b.tool, b.version FROM isolation.base_tool_schemas b)) THEN
+        DELETE FROM toolgate.tool_schemas s WHERE (s.tool, s.version) NOT IN
+               (SELECT b.tool, b.version FROM isolation.base_tool_schemas b);
+    END IF;
+    IF EXISTS (SELECT FROM toolgate.keys k JOIN isolation.base_keys b USING (kid) WHERE k.active <> b.active) THEN
+        UPDATE toolgate.keys k SET active = b.active, revoked_at = b.revoked_at
+          FROM isolation.base_keys b WHERE k.kid = b.kid AND k.active <> b.active;
+    END IF;
+    IF EXISTS (SELECT FROM toolgate.policies p JOIN isolation.base_policies b USING (tenant_id, tool)
+               WHERE p.version <> b.version) THEN
+        DELETE FROM toolgate.policies;
+        INSERT INTO toolgate.policies SELECT * FROM isolation.base_policies;
+    END IF;
     DELETE FROM isolation.mark;
     INSERT INTO isolation.mark SELECT coalesce(max(audit_id), 0) FROM toolgate.audit;
 END

@@ -302,7 +302,10 @@ fn verify<T: DeserializeOwned + Expiring>(
     validation.required_spec_claims.clear();
     let data = decode::<T>(token, &DecodingKey::from_ed_der(&key.public_key), &validation).map_err(
         |e| match e.kind() {
-            jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::Signature,
+            // A weak key refused by the strict verifier verifies nothing: a bad signature.
+            jsonwebtoken::errors::ErrorKind::InvalidSignature | jsonwebtoken::errors::ErrorKind::InvalidEddsaKey => {
+                TokenError::Signature
+            }
             jsonwebtoken::errors::ErrorKind::InvalidAlgorithm => TokenError::Algorithm,
             jsonwebtoken::errors::ErrorKind::Json(_) => TokenError::Claims,
             _ => TokenError::Malformed,
