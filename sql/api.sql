@@ -122,29 +122,38 @@ DECLARE
     before toolgate.policies;
     after toolgate.policies;
 BEGIN
-    -- One change at a time per (tenant, tool), so versions never repeat.
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('toolgate.policies'),
-                                             pg_catalog.hashtext(tenant_id || '/' || tool));
-    SELECT * INTO before FROM toolgate.policies p
-     WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool;
-    INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
-                                        max_value, max_calls_per_conversation, confirm_ttl, version,
-                                        updated_by)
-    VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
-            max_calls_per_conversation, confirm_ttl, coalesce(before.version, 0) + 1, who)
-    ON CONFLICT ON CONSTRAINT policies_pkey DO UPDATE SET
-        allowed = excluded.allowed,
-        roles = excluded.roles,
-        tier = excluded.tier,
-        tier2_above = excluded.tier2_above,
-        tier3_above = excluded.tier3_above,
-        max_value = excluded.max_value,
-        max_calls_per_conversation = excluded.max_calls_per_conversation,
-        confirm_ttl = excluded.confirm_ttl,
-        version = excluded.version,
-        updated_at = pg_catalog.now(),
-        updated_by = excluded.updated_by
-    RETURNING * INTO after;
+    -- One change at a time per (tenant, tool), so versions never repeat: the row itself is the
+    -- lock (no advisory lock, which any client could take and hold). A first row is inserted
+    -- unless a concurrent first insert won; then that row is locked and updated.
+    LOOP
+        SELECT * INTO before FROM toolgate.policies p
+         WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool FOR UPDATE;
+        EXIT WHEN FOUND;
+        INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
+                                            max_value, max_calls_per_conversation, confirm_ttl, version,
+                                            updated_by)
+        VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
+                max_calls_per_conversation, confirm_ttl, 1, who)
+        ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
+        RETURNING * INTO after;
+        EXIT WHEN FOUND;
+    END LOOP;
+    IF before.version IS NOT NULL THEN
+        UPDATE toolgate.policies p SET
+            allowed = set_policy.allowed,
+            roles = set_policy.roles,
+            tier = set_policy.tier,
+            tier2_above = set_policy.tier2_above,
+            tier3_above = set_policy.tier3_above,
+            max_value = set_policy.max_value,
+            max_calls_per_conversation = set_policy.max_calls_per_conversation,
+            confirm_ttl = set_policy.confirm_ttl,
+            version = before.version + 1,
+            updated_at = pg_catalog.now(),
+            updated_by = who
+         WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool
+        RETURNING * INTO after;
+    END IF;
     INSERT INTO toolgate.policy_history (tenant_id, tool, version, changed_at, changed_by, old, new)
     VALUES (after.tenant_id, after.tool, after.version, pg_catalog.now(), who,
             CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
