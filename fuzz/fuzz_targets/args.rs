@@ -73,6 +73,13 @@ fn pointer_ok(e: &Violation) -> bool {
     e.instance_path.is_empty() || e.instance_path.starts_with('/')
 }
 
+/// A string a person can read as it is: no control, format or line-separator character.
+fn visible(v: &Value) -> bool {
+    static HIDDEN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let hidden = HIDDEN.get_or_init(|| regex::Regex::new(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]").expect("a valid regex"));
+    v.as_str().is_some_and(|s| !hidden.is_match(s))
+}
+
 fn chars_between(v: &Value, min: usize, max: usize) -> bool {
     v.as_str().is_some_and(|s| (min..=max).contains(&s.chars().count()))
 }
@@ -101,6 +108,7 @@ fn oracle(tool: &str, v: &Value) -> bool {
             has(&["order_id", "reason", "idempotency_key"])
                 && order(&m["order_id"])
                 && chars_between(&m["reason"], 8, 120)
+                && visible(&m["reason"])
                 && key(&m["idempotency_key"])
         }
         _ => {
