@@ -3,7 +3,7 @@
 -- who may EXECUTE which.
 
 ------------------------------------------------------------------------------------------------
--- Agent entry points (DESIGN §4): the Rust functions themselves (src/entry.rs), with no wrapper in
+-- Agent entry points (docs/architecture.md §4): the Rust functions themselves (src/entry.rs), with no wrapper in
 -- between. `args` reaches the gate as the jsonb's text, so that a number Rust cannot hold (1e400)
 -- is a schema_invalid outcome rather than an exception.
 ------------------------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ CREATE TRIGGER write_switches_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCA
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 
 ------------------------------------------------------------------------------------------------
--- DBA surface (DESIGN §4): tenants, keys, tool schemas, policy, kill switch, dry runs.
+-- DBA surface (docs/architecture.md §4): tenants, keys, tool schemas, policy, kill switch, dry runs.
 ------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION toolgate.add_tenant(tenant_id text, name text) RETURNS void

@@ -215,7 +215,7 @@ CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.audit
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
 
 ------------------------------------------------------------------------------------------------
--- The synthetic ERP (DESIGN §8): work orders, parts catalogue, purchases, and the record of
+-- The synthetic ERP (docs/architecture.md §8): work orders, parts catalogue, purchases, and the record of
 -- close requests the gate made.
 ------------------------------------------------------------------------------------------------
 

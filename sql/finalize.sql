@@ -1,4 +1,4 @@
--- pg_toolgate: who may do what (DESIGN §2). Runs last. PUBLIC gets nothing; nobody but the
+-- pg_toolgate: who may do what (docs/architecture.md §2). Runs last. PUBLIC gets nothing; nobody but the
 -- owner may create objects in the schema.
 
 REVOKE ALL ON SCHEMA toolgate FROM PUBLIC;

@@ -1,7 +1,7 @@
 //! pg_toolgate: the guardrails of an LLM agent that writes to an ERP, inside the database.
 //!
 //! The SQL surface lives in `sql/` (tables, entry points, views, grants); the gate itself in
-//! `gate/`, one module per step of DESIGN §5; the pure decisions in the `toolgate-core` crate.
+//! `gate/`, one module per step of docs/architecture.md §5; the pure decisions in the `toolgate-core` crate.
 
 use pgrx::prelude::*;
 

@@ -1,4 +1,4 @@
-//! Step 1: who is calling, from a verified Ed25519 token only (DESIGN §3).
+//! Step 1: who is calling, from a verified Ed25519 token only (docs/architecture.md §3).
 //!
 //! A backend remembers the tokens whose signature it verified, keyed by the exact token text, so
 //! an agent's repeated calls skip the Ed25519 check. Nothing else is skipped: every call still

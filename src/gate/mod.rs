@@ -1,4 +1,4 @@
-//! The gate of DESIGN §5. `request` reads top to bottom like the design: each step passes or
+//! The gate (docs/architecture.md §5). `request` reads top to bottom like §5: each step passes or
 //! ends the call with an audited outcome, and nothing after it runs.
 
 pub mod authorization;

@@ -1,4 +1,4 @@
-//! The outcome object every entry point returns (DESIGN §4), shaped to fit an MCP
+//! The outcome object every entry point returns (docs/architecture.md §4), shaped to fit an MCP
 //! `CallToolResult`.
 
 use serde::{Deserialize, Serialize};
