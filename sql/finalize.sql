@@ -25,8 +25,10 @@ GRANT EXECUTE ON FUNCTION
     toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric),
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_writes_enabled(boolean, text),
-    toolgate.explain_call(text, text, text, jsonb)
+    toolgate.explain_call(text, text, text, jsonb),
+    toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
+-- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches
 TO toolgate_admin;

@@ -340,4 +340,3 @@ BEGIN
 END
 $$;
 
-GRANT EXECUTE ON FUNCTION toolgate.hardening_report(pg_catalog.regrole) TO toolgate_admin;
