@@ -136,11 +136,8 @@ impl Audit {
         }
         if !deny.errors.is_empty() {
             // Where and which keyword, never the message (it may quote the caller's input).
-            let paths: Vec<Value> = deny
-                .errors
-                .iter()
-                .map(|e| json!({"instancePath": e.instance_path, "keyword": e.keyword}))
-                .collect();
+            let paths: Vec<Value> =
+                deny.errors.iter().map(|e| json!({"instancePath": e.instance_path, "keyword": e.keyword})).collect();
             self.detail.insert("errors".into(), Value::Array(paths));
         }
         deny.reply()
@@ -225,7 +222,9 @@ thread_local! {
 /// changes while the extension exists). Only the extension owner can read it.
 pub fn hmac_key() -> Vec<u8> {
     let schema = spi::schema_oid();
-    if let Some(key) = HMAC_KEY.with_borrow(|k| k.as_ref().filter(|(oid, _)| *oid == schema).map(|(_, key)| key.clone())) {
+    if let Some(key) =
+        HMAC_KEY.with_borrow(|k| k.as_ref().filter(|(oid, _)| *oid == schema).map(|(_, key)| key.clone()))
+    {
         return key;
     }
     let key = spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))

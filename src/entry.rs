@@ -4,11 +4,11 @@
 
 use pgrx::callconv::{Arg, ArgAbi};
 use pgrx::nullable::Nullable;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::JsonB;
-use serde_json::{json, Value};
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgTryBuilder};
+use serde_json::{json, Value};
 use toolgate_core::contract::{self, Contract};
 use toolgate_core::token;
 
@@ -79,7 +79,12 @@ fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
     }
 }
 
-fn write_call(tool: &'static str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+fn write_call(
+    tool: &'static str,
+    identity: Option<&str>,
+    conversation_id: Option<&str>,
+    args: Option<JsonbText>,
+) -> JsonB {
     guarded(tool, || {
         let (args, oversize) = match &args {
             Some(JsonbText(Some(text))) => (Some(text.as_str()), false),

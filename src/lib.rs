@@ -39,14 +39,7 @@ extension_sql_file!("../sql/tools.sql", name = "tools", requires = ["bootstrap"]
 extension_sql_file!(
     "../sql/api.sql",
     name = "api",
-    requires = [
-        "tools",
-        gate_explain,
-        parse_public_key,
-        check_tool_schema,
-        caller,
-        signal_config_change
-    ]
+    requires = ["tools", gate_explain, parse_public_key, check_tool_schema, caller, signal_config_change]
 );
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["api"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
@@ -98,18 +91,28 @@ mod tests {
         Spi::run("SELECT toolgate.parse_public_key('not a key!')").unwrap();
     }
 
-    #[pg_test(error = "invalid tool schema: schema does not compile: Resource 'https://example.com/s.json' is not present in a registry and retrieving it failed: `resolve-http` feature or a custom resolver is required to resolve external schemas via HTTP")]
+    #[pg_test(
+        error = "invalid tool schema: schema does not compile: Resource 'https://example.com/s.json' is not present in a registry and retrieving it failed: `resolve-http` feature or a custom resolver is required to resolve external schemas via HTTP"
+    )]
     fn tool_schemas_never_fetch_remote_refs() {
-        Spi::run(r#"SELECT toolgate.set_tool_schema('request_close', '{"$ref": "https://example.com/s.json"}')"#).unwrap();
+        Spi::run(r#"SELECT toolgate.set_tool_schema('request_close', '{"$ref": "https://example.com/s.json"}')"#)
+            .unwrap();
     }
 
     #[pg_test]
     fn a_tier0_call_writes_effect_ledger_and_audit_in_its_transaction() {
         let token = tenant_with_tier0_policy();
-        let reply = call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-a"}"#);
+        let reply =
+            call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-a"}"#);
         assert_eq!(reply["outcome"], "SUCCEEDED", "{reply}");
-        assert_eq!(Spi::get_one::<String>("SELECT status FROM toolgate.work_orders WHERE tenant_id = 'pgtest'"), Ok(Some("close_requested".into())));
-        assert_eq!(Spi::get_one::<String>("SELECT state FROM toolgate.ledger WHERE tenant_id = 'pgtest'"), Ok(Some("settled".into())));
+        assert_eq!(
+            Spi::get_one::<String>("SELECT status FROM toolgate.work_orders WHERE tenant_id = 'pgtest'"),
+            Ok(Some("close_requested".into()))
+        );
+        assert_eq!(
+            Spi::get_one::<String>("SELECT state FROM toolgate.ledger WHERE tenant_id = 'pgtest'"),
+            Ok(Some("settled".into()))
+        );
         assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM toolgate.audit WHERE tenant_id = 'pgtest'"), Ok(Some(1)));
     }
 
@@ -125,10 +128,14 @@ mod tests {
                                "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}}}')"#,
         );
         assert_eq!(version, Ok(Some(2)));
-        let reply = call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-b"}"#);
+        let reply =
+            call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-b"}"#);
         assert_eq!(reply["rule"], "schema_invalid");
         assert_eq!(reply["errors"][0]["instancePath"], "/reason");
-        assert_eq!(Spi::get_one::<i32>("SELECT schema_version FROM toolgate.audit WHERE tenant_id = 'pgtest'"), Ok(Some(2)));
+        assert_eq!(
+            Spi::get_one::<i32>("SELECT schema_version FROM toolgate.audit WHERE tenant_id = 'pgtest'"),
+            Ok(Some(2))
+        );
     }
 
     #[pg_test]

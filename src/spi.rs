@@ -25,11 +25,7 @@ pub type Row<'a, 'conn> = &'a SpiHeapTupleData<'conn>;
 
 /// Run `sql` with `args` and map every row with `f`. Every statement is schema-qualified and
 /// runs as the extension owner (the entry points are SECURITY DEFINER).
-pub fn query<T>(
-    sql: &'static str,
-    args: &[DatumWithOid],
-    mut f: impl FnMut(Row) -> SpiResult<T>,
-) -> Vec<T> {
+pub fn query<T>(sql: &'static str, args: &[DatumWithOid], mut f: impl FnMut(Row) -> SpiResult<T>) -> Vec<T> {
     let result = Spi::connect_mut(|client| {
         let table = PLANS.with_borrow_mut(|plans| -> SpiResult<_> {
             let plan = match plans.entry((sql.as_ptr() as usize, sql.len())) {

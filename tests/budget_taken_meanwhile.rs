@@ -25,15 +25,15 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     .unwrap();
     let root = lab.connect("postgres").await.unwrap();
     // R$ 560,00 left: room for one motor (R$ 480,00), not two.
-    root.batch_execute("UPDATE toolgate.cost_centers SET spent = 1440.00 WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'")
-        .await
-        .unwrap();
+    root.batch_execute(
+        "UPDATE toolgate.cost_centers SET spent = 1440.00 WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+    )
+    .await
+    .unwrap();
     let id = lab.supervisor_a();
     // Two orders: the gate locks a purchase's order at the target step, so two purchases for one
     // order would wait there instead, before the domain step.
-    let motor = |order: &str, key: &str| {
-        json!({"order_id": order, "part_id": "B42-MOTOR", "quantity": 1, "cost_center": "CC-MANUT", "idempotency_key": key})
-    };
+    let motor = |order: &str, key: &str| json!({"order_id": order, "part_id": "B42-MOTOR", "quantity": 1, "cost_center": "CC-MANUT", "idempotency_key": key});
 
     // The first purchase charges the budget in a transaction it keeps open…
     let first = lab.connect(APP).await.unwrap();
@@ -52,7 +52,10 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     let r2 = waiting.await.unwrap().expect("the waiting purchase gets an outcome, not an error");
     assert_eq!(outcome(&r2), ("BLOCKED", "budget_exceeded"), "{r2}");
     let spent: String = root
-        .query_one("SELECT spent::text FROM toolgate.cost_centers WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'", &[])
+        .query_one(
+            "SELECT spent::text FROM toolgate.cost_centers WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
@@ -60,7 +63,11 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     assert_eq!(count(&root, "SELECT count(*) FROM toolgate.purchases").await, 1);
     // The refused purchase gave its quota back.
     assert_eq!(
-        count(&root, "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-second'").await,
+        count(
+            &root,
+            "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-second'"
+        )
+        .await,
         0
     );
     assert_eq!(

@@ -35,10 +35,7 @@ async fn agent_cannot_write_any_table() {
             // Tables without tenant_id fail on the column before the privilege check would; the
             // privilege check is what every other table shows.
             let code = refused(&app, &sql).await;
-            assert!(
-                code == SqlState::INSUFFICIENT_PRIVILEGE || code == SqlState::UNDEFINED_COLUMN,
-                "{sql}: {code:?}"
-            );
+            assert!(code == SqlState::INSUFFICIENT_PRIVILEGE || code == SqlState::UNDEFINED_COLUMN, "{sql}: {code:?}");
         }
         let code = refused(&app, &format!("DELETE FROM toolgate.{t}")).await;
         assert_eq!(code, SqlState::INSUFFICIENT_PRIVILEGE, "DELETE FROM {t}");
@@ -50,15 +47,22 @@ async fn agent_cannot_read_keys_ledger_audit_or_secret() {
     let lab = lab("bypass_reads").await;
     let app = lab.connect(APP).await.unwrap();
     for t in tables(&lab).await {
-        assert_eq!(refused(&app, &format!("SELECT * FROM toolgate.{t}")).await, SqlState::INSUFFICIENT_PRIVILEGE, "{t}");
+        assert_eq!(
+            refused(&app, &format!("SELECT * FROM toolgate.{t}")).await,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            "{t}"
+        );
     }
-    for v in ["audit_log", "panel", "effects", "alert_denials_per_hour", "alert_repeated_denials", "alert_tool_not_allowed"] {
-        assert_eq!(refused(&app, &format!("SELECT * FROM toolgate.{v}")).await, SqlState::INSUFFICIENT_PRIVILEGE, "{v}");
+    for v in
+        ["audit_log", "panel", "effects", "alert_denials_per_hour", "alert_repeated_denials", "alert_tool_not_allowed"]
+    {
+        assert_eq!(
+            refused(&app, &format!("SELECT * FROM toolgate.{v}")).await,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            "{v}"
+        );
     }
-    assert_eq!(
-        refused(&app, "SELECT nextval('toolgate.audit_audit_id_seq')").await,
-        SqlState::INSUFFICIENT_PRIVILEGE
-    );
+    assert_eq!(refused(&app, "SELECT nextval('toolgate.audit_audit_id_seq')").await, SqlState::INSUFFICIENT_PRIVILEGE);
 }
 
 #[tokio::test]

@@ -68,7 +68,10 @@ async fn parallel_calls_against_a_quota_admit_exactly_q() {
         }
     }
     assert_eq!((admitted, limited), (3, 9));
-    assert_eq!(count(&root, "SELECT used::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-quota'").await, 3);
+    assert_eq!(
+        count(&root, "SELECT used::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-quota'").await,
+        3
+    );
     // One live proposal per conversation: the three superseded each other.
     assert_eq!(count(&root, "SELECT count(*) FROM toolgate.proposals WHERE status = 'live'").await, 1);
 }

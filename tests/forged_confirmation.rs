@@ -56,7 +56,11 @@ async fn forged_replayed_stale_superseded_and_expired_confirmations_fail() {
     assert_eq!(replay["replayed"], true);
     assert_eq!(replay["result"]["order_id"], "901");
     assert_eq!(effects(&root, "902").await, 0);
-    assert_eq!(count(&root, &format!("SELECT count(*) FROM toolgate.proposals WHERE proposal_id = '{b}' AND status = 'live'")).await, 1);
+    assert_eq!(
+        count(&root, &format!("SELECT count(*) FROM toolgate.proposals WHERE proposal_id = '{b}' AND status = 'live'"))
+            .await,
+        1
+    );
 
     // Superseded: a newer proposal in the same conversation replaces B.
     let _c = propose(&lab, &app, "conv-a", "903", "fconf-903").await;

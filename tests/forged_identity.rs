@@ -26,7 +26,8 @@ async fn forged_identities_are_blocked_with_their_reason() {
     let good = lab.supervisor_a();
     let parts: Vec<&str> = good.split('.').collect();
 
-    let none = format!("{}.{}.", URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT","kid":"idp-shopping-a"}"#), parts[1]);
+    let none =
+        format!("{}.{}.", URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT","kid":"idp-shopping-a"}"#), parts[1]);
 
     let public = parse_public_key(&lab.a.idp.public_key()).unwrap();
     let mut hs = Header::new(Algorithm::HS256);

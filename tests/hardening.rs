@@ -154,7 +154,12 @@ async fn flag(client: &Client, sql: &str) -> bool {
 fn number_before(text: &str, marker: &str) -> i64 {
     let head = &text[..text.find(marker).unwrap_or_else(|| panic!("{marker:?} not in {text:?}"))];
     let digits: String = head.trim_end().chars().rev().take_while(|c| c.is_ascii_digit()).collect();
-    digits.chars().rev().collect::<String>().parse().unwrap_or_else(|_| panic!("no number before {marker:?} in {text:?}"))
+    digits
+        .chars()
+        .rev()
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {marker:?} in {text:?}"))
 }
 
 /// A supervisor's close of 742 proposed and confirmed through the gate on `client`. The entry
@@ -183,7 +188,8 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
     // one took every free entry of the lock table); a fair share is max_locks_per_transaction.
     let app = connect(&lab, "hardening_app").await.unwrap();
     let taken = count(&app, "SELECT count(pg_advisory_lock(2, g)) FROM generate_series(1, 1000) g").await;
-    let held = count(&app, "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'").await;
+    let held =
+        count(&app, "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'").await;
     let fair = count(&app, "SELECT current_setting('max_locks_per_transaction')::bigint").await;
     assert_eq!((taken, held), (1000, 1000));
     assert!(held > 10 * fair, "{held} locks held, a fair share is {fair}");
@@ -220,8 +226,11 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
     );
     fresh.batch_execute("RESET ROLE").await.unwrap();
     assert_eq!(
-        count(&root, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-                      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+        count(
+            &root,
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+                      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         .await,
         0
     );
@@ -260,9 +269,11 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
     assert_eq!(refused(&late, "CREATE TEMP TABLE late (x int)").await, SqlState::INSUFFICIENT_PRIVILEGE);
     let again = harden(&root, "hardening_app", "").await;
     assert_eq!(again.len(), 7, "{again:#?}");
-    late.batch_execute("SELECT pg_advisory_lock(1::bigint), pg_try_advisory_xact_lock(1, 2); CREATE TEMP TABLE late (x int)")
-        .await
-        .unwrap();
+    late.batch_execute(
+        "SELECT pg_advisory_lock(1::bigint), pg_try_advisory_xact_lock(1, 2); CREATE TEMP TABLE late (x int)",
+    )
+    .await
+    .unwrap();
     for call in &calls {
         assert_eq!(refused(&fresh, call).await, SqlState::INSUFFICIENT_PRIVILEGE, "after a second run, {call}");
     }
@@ -334,7 +345,8 @@ async fn a_full_house_of_the_hardened_login_leaves_the_server_usable() {
         )
         .await
         .unwrap_or_else(|e| panic!("connection {i}: {e}"));
-        let locks = count(&c, "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'").await;
+        let locks =
+            count(&c, "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'").await;
         assert!(locks >= 250, "connection {i} holds only {locks} relation locks");
         assert!(locks <= estimate, "connection {i} holds {locks} relation locks, the report's estimate is {estimate}");
         house.push(c);
@@ -474,8 +486,12 @@ async fn unfit_logins_are_refused_and_nothing_is_done() {
 
     // Arguments out of range, on a login that is fit: refused as well, before anything is done.
     login(&root, "hardening_fit", true).await;
-    for extra in [", connection_limit => 0", ", connection_limit => NULL", ", statement_timeout => '0'",
-                  ", idle_in_transaction_session_timeout => '-1 s'"] {
+    for extra in [
+        ", connection_limit => 0",
+        ", connection_limit => NULL",
+        ", statement_timeout => '0'",
+        ", idle_in_transaction_session_timeout => '-1 s'",
+    ] {
         let code = refused(&root, &format!("SELECT toolgate.harden_agent_login('hardening_fit'{extra})")).await;
         assert_eq!(code, SqlState::INVALID_PARAMETER_VALUE, "{extra}");
     }
@@ -490,7 +506,10 @@ async fn unfit_logins_are_refused_and_nothing_is_done() {
     );
     assert_eq!(report(&dba, "hardening_fit").await.len(), 7);
     let fit = connect(&lab, "hardening_fit").await.unwrap();
-    assert_eq!(refused(&fit, "SELECT toolgate.harden_agent_login('hardening_fit')").await, SqlState::INSUFFICIENT_PRIVILEGE);
+    assert_eq!(
+        refused(&fit, "SELECT toolgate.harden_agent_login('hardening_fit')").await,
+        SqlState::INSUFFICIENT_PRIVILEGE
+    );
     assert_eq!(
         refused(&fit, "SELECT * FROM toolgate.hardening_report('hardening_fit')").await,
         SqlState::INSUFFICIENT_PRIVILEGE

@@ -34,19 +34,19 @@ async fn confirmed_close_lost_after_commit_is_replayed_not_repeated() {
     let again = db::request_close(&app, &id, "conv-lost", &args).await.unwrap();
     assert_eq!(again["result"], retry["result"]);
     assert_eq!(effects(&root, "742").await, 1);
-    assert_eq!(count(&root, "SELECT duplicates_suppressed FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await, 2);
+    assert_eq!(
+        count(&root, "SELECT duplicates_suppressed FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await,
+        2
+    );
 }
 
 #[tokio::test]
 async fn tier0_close_lost_after_commit_is_replayed_not_repeated() {
     let lab = lab("lost_reply_tier0").await;
     let dba = lab.connect(DBA).await.unwrap();
-    dba.execute(
-        "SELECT toolgate.set_policy('shopping-a', 'request_close', true, ARRAY['supervisor'], 0)",
-        &[],
-    )
-    .await
-    .unwrap();
+    dba.execute("SELECT toolgate.set_policy('shopping-a', 'request_close', true, ARRAY['supervisor'], 0)", &[])
+        .await
+        .unwrap();
     let root = lab.connect("postgres").await.unwrap();
     let id = lab.supervisor_a();
     let args = close_args("742", "lost-742-t0");
@@ -63,7 +63,10 @@ async fn tier0_close_lost_after_commit_is_replayed_not_repeated() {
     assert_eq!(outcome(&retry), ("SUCCEEDED", "-"));
     assert_eq!(retry["replayed"], true);
     assert_eq!(effects(&root, "742").await, 1);
-    assert_eq!(count(&root, "SELECT duplicates_suppressed FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await, 1);
+    assert_eq!(
+        count(&root, "SELECT duplicates_suppressed FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await,
+        1
+    );
 
     // A retry with a new key is a new operation: the ERP state refuses a second close.
     let rotated = db::request_close(&app, &id, "conv-lost", &close_args("742", "lost-742-t0-rotated")).await.unwrap();

@@ -53,7 +53,10 @@ async fn parallel_purchases_against_one_quota_admit_exactly_q() {
     let results = fire(&lab, 20, "F-200", |_| "conv-one".to_string()).await;
     assert_eq!(tally(&results, "SUCCEEDED", "-"), 5, "{results:?}");
     assert_eq!(tally(&results, "BLOCKED", "rate_over_limit"), 15, "{results:?}");
-    assert_eq!(count(&root, "SELECT used::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-one'").await, 5);
+    assert_eq!(
+        count(&root, "SELECT used::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-one'").await,
+        5
+    );
     assert_eq!(count(&root, "SELECT count(*) FROM toolgate.purchases").await, 5);
 }
 
@@ -68,7 +71,10 @@ async fn parallel_purchases_against_one_budget_never_overspend() {
     assert_eq!(tally(&results, "BLOCKED", "budget_exceeded"), 12, "{results:?}");
     let (spent, budget): (String, String) = {
         let row = root
-            .query_one("SELECT spent::text, budget::text FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'", &[])
+            .query_one(
+                "SELECT spent::text, budget::text FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'",
+                &[],
+            )
             .await
             .unwrap();
         (row.get(0), row.get(1))

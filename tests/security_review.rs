@@ -44,7 +44,9 @@ async fn f1_an_imported_snapshot_does_not_pin_old_configuration() {
     let holder = lab.connect(APP).await.unwrap();
     let app = lab.connect(APP).await.unwrap();
     let token = lab.supervisor_a();
-    let policy = |tier: i32| format!("SELECT toolgate.set_policy('shopping-a', 'request_close', true, ARRAY['supervisor'], {tier})");
+    let policy = |tier: i32| {
+        format!("SELECT toolgate.set_policy('shopping-a', 'request_close', true, ARRAY['supervisor'], {tier})")
+    };
 
     dba.batch_execute(&policy(0)).await.unwrap();
     holder.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await.unwrap();
@@ -102,7 +104,8 @@ async fn f7_read_only_transactions_are_refused_alike_and_logged() {
     for token in [lab.supervisor_a(), "not.a.token".to_string()] {
         app.batch_execute("BEGIN READ ONLY").await.unwrap();
         let e = db::request_close(&app, &token, "conv-ro", &close_args("742", "ro-742-a")).await.unwrap_err();
-        let e = e.downcast_ref::<tokio_postgres::Error>().and_then(|e| e.as_db_error()).expect("a database error").clone();
+        let e =
+            e.downcast_ref::<tokio_postgres::Error>().and_then(|e| e.as_db_error()).expect("a database error").clone();
         app.batch_execute("ROLLBACK").await.unwrap();
         assert_eq!(e.code(), &SqlState::READ_ONLY_SQL_TRANSACTION);
         assert_eq!((e.detail(), e.hint()), (None, None), "{e:?}");
@@ -152,7 +155,8 @@ async fn f9_explain_call_failing_inside_an_exception_block_leaves_the_caller_who
     assert_eq!(rows, 2, "the caller's own work after the failed explain_call is committed");
     // The same backend writes the LOG line of its next denial: it is not left in dry-run mode.
     let mark = log_mark();
-    let denied = db::request_close(&root, &token, "conv-after-explain", &close_args("743", "explain-743-b")).await.unwrap();
+    let denied =
+        db::request_close(&root, &token, "conv-after-explain", &close_args("743", "explain-743-b")).await.unwrap();
     assert_eq!(outcome(&denied), ("BLOCKED", "target_not_found"));
     let log = log_since(mark, "conv-after-explain").await;
     assert!(log.contains("conv-after-explain"), "no denial LOG line after the failed explain_call: {log}");
@@ -177,7 +181,8 @@ async fn f10_a_rolled_back_schema_version_is_never_enforced() {
     let strict = db::request_close(&root, &token, "conv-schema", &close_args("742", "schema-742-a")).await.unwrap();
     assert_eq!(outcome(&strict), ("REJECTED", "schema_invalid"));
     root.batch_execute("ROLLBACK").await.unwrap();
-    let v: i32 = root.query_one("SELECT toolgate.set_tool_schema('request_close', $1)", &[&schema(9)]).await.unwrap().get(0);
+    let v: i32 =
+        root.query_one("SELECT toolgate.set_tool_schema('request_close', $1)", &[&schema(9)]).await.unwrap().get(0);
     assert_eq!(v, 2, "the rolled-back version number comes back");
     let lax = db::request_close(&root, &token, "conv-schema", &close_args("742", "schema-742-b")).await.unwrap();
     assert_eq!(outcome(&lax), ("NEEDS_CONFIRMATION", "-"), "{lax}");
@@ -192,7 +197,8 @@ async fn f11_ids_in_replies_are_random() {
         .await
         .unwrap();
     let app = lab.connect(APP).await.unwrap();
-    let reply = db::request_close(&app, &lab.supervisor_a(), "conv-ids", &close_args("742", "ids-742-a")).await.unwrap();
+    let reply =
+        db::request_close(&app, &lab.supervisor_a(), "conv-ids", &close_args("742", "ids-742-a")).await.unwrap();
     assert_eq!(outcome(&reply), ("SUCCEEDED", "-"));
     let id = reply["result"]["request_id"].as_str().expect("a string id");
     assert!(uuid::Uuid::parse_str(id).is_ok_and(|u| u.get_version_num() == 4), "{id}");

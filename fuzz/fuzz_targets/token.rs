@@ -244,7 +244,10 @@ fuzz_target!(|input: Input| {
     assert!(token::verify_identity(&tok, Some(&chan), now).is_err(), "a channel key proved an identity");
     assert!(token::verify_identity(&tok, Some(&inactive), now).is_err(), "an inactive key verified");
     assert!(token::verify_identity(&tok, None, now).is_err(), "no key verified");
-    assert!(token::verify_confirmation(&tok, Some(&idp), "shopping-a", now).is_err(), "an identity key signed a confirmation");
+    assert!(
+        token::verify_confirmation(&tok, Some(&idp), "shopping-a", now).is_err(),
+        "an identity key signed a confirmation"
+    );
     assert!(token::verify_confirmation(&tok, Some(&chan), "shopping-b", now).is_err(), "another tenant's channel");
     // And the raw text, as any caller may send it.
     let _ = token::key_id(Some(&input.header.render()));

@@ -3,8 +3,8 @@
 //! sensitive tool, and the caller's role. The target's tenant is checked by `domain::target`.
 
 use rust_decimal::Decimal;
-use std::cell::RefCell;
 use serde_json::json;
+use std::cell::RefCell;
 use std::str::FromStr;
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::Identity;
@@ -38,7 +38,8 @@ pub(crate) use writes_enabled_sql;
 
 /// Writes are on for `tool`, read now (not from the cache) under the newest committed state.
 pub fn writes_enabled(tool: &str) -> bool {
-    spi::latest(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
+    spi::latest(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1))
+        .unwrap_or(false)
 }
 
 #[derive(Clone)]
@@ -114,13 +115,11 @@ pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit)
         Some(true) => {}
     }
     if sensitive {
-        let missing: Vec<&str> = [
-            ("max_value", row.max_value.is_none()),
-            ("max_calls_per_conversation", row.max_calls.is_none()),
-        ]
-        .into_iter()
-        .filter_map(|(name, absent)| absent.then_some(name))
-        .collect();
+        let missing: Vec<&str> =
+            [("max_value", row.max_value.is_none()), ("max_calls_per_conversation", row.max_calls.is_none())]
+                .into_iter()
+                .filter_map(|(name, absent)| absent.then_some(name))
+                .collect();
         if !missing.is_empty() {
             return Err(Deny::because(Rule::PolicyIncomplete, json!({"missing": missing})));
         }

@@ -43,7 +43,10 @@ pub enum Target {
 
 /// The change a call asks for, with what the person must read about it.
 pub enum Intent {
-    Close { order_id: String, reason: String },
+    Close {
+        order_id: String,
+        reason: String,
+    },
     Purchase {
         order_id: String,
         part_id: String,
@@ -84,7 +87,14 @@ impl Intent {
         match self {
             Intent::Close { order_id, reason } => proposal::close_text(order_id, tenant, reason),
             Intent::Purchase {
-                order_id, part_id, part_name, quantity, unit_price, total, cost_center, budget_left,
+                order_id,
+                part_id,
+                part_name,
+                quantity,
+                unit_price,
+                total,
+                cost_center,
+                budget_left,
             } => proposal::purchase_text(
                 &Purchase {
                     order_id,

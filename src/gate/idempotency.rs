@@ -93,12 +93,9 @@ fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
 fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
     let live: Option<bool> = r.get(9)?;
     Ok(match (live, r.get::<String>(5)?) {
-        (Some(true), Some(id)) => Some(ProposalView {
-            id,
-            text: spi::col(r, 6)?,
-            tier: spi::col(r, 7)?,
-            expires_at: spi::col(r, 8)?,
-        }),
+        (Some(true), Some(id)) => {
+            Some(ProposalView { id, text: spi::col(r, 6)?, tier: spi::col(r, 7)?, expires_at: spi::col(r, 8)? })
+        }
         _ => None,
     })
 }

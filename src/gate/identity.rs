@@ -35,20 +35,16 @@ pub fn registered_key(kid: &str) -> Option<RegisteredKey> {
 }
 
 fn load_key(kid: &str) -> Option<RegisteredKey> {
-    spi::latest(
-        "SELECT tenant_id, purpose, public_key, active FROM toolgate.keys WHERE kid = $1",
-        &[kid.into()],
-        |r| {
-            let purpose: String = spi::col(r, 2)?;
-            let bytes: Vec<u8> = spi::col(r, 3)?;
-            Ok(RegisteredKey {
-                tenant: spi::col(r, 1)?,
-                purpose: KeyPurpose::parse(&purpose).unwrap_or(KeyPurpose::Identity),
-                public_key: bytes.try_into().unwrap_or([0; 32]),
-                active: spi::col(r, 4)?,
-            })
-        },
-    )
+    spi::latest("SELECT tenant_id, purpose, public_key, active FROM toolgate.keys WHERE kid = $1", &[kid.into()], |r| {
+        let purpose: String = spi::col(r, 2)?;
+        let bytes: Vec<u8> = spi::col(r, 3)?;
+        Ok(RegisteredKey {
+            tenant: spi::col(r, 1)?,
+            purpose: KeyPurpose::parse(&purpose).unwrap_or(KeyPurpose::Identity),
+            public_key: bytes.try_into().unwrap_or([0; 32]),
+            active: spi::col(r, 4)?,
+        })
+    })
 }
 
 /// Why a token failed, as the audit may keep it.

@@ -63,8 +63,5 @@ pub async fn count(client: &Client, sql: &str, params: &[&(dyn ToSql + Sync)]) -
 
 /// `(outcome, rule)` of a reply, for comparisons.
 pub fn verdict(reply: &Value) -> (String, String) {
-    (
-        reply["outcome"].as_str().unwrap_or_default().to_string(),
-        reply["rule"].as_str().unwrap_or_default().to_string(),
-    )
+    (reply["outcome"].as_str().unwrap_or_default().to_string(), reply["rule"].as_str().unwrap_or_default().to_string())
 }

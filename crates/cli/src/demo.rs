@@ -165,16 +165,12 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     show("read_order 743 (shopping-a)", &cross);
     check.that("shopping-a cannot tell 743 from a missing order", cross == absent);
     let calls_after = db::count(&root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'call'", &[]).await?;
-    check.that(
-        "reading the note made no call and no effect",
-        calls_after == calls_before && effects(&root).await? == 1,
-    );
+    check
+        .that("reading the note made no call and no effect", calls_after == calls_before && effects(&root).await? == 1);
 
     println!("\n6. Purchases for order 741: value from the catalogue, limits, tiers, quota of 3 per conversation");
     let conv_p = "conv-compras-741";
-    let buy = |part: &str, quantity: i64, key: &str| {
-        json!({"order_id": "741", "part_id": part, "quantity": quantity, "cost_center": "CC-MANUT", "idempotency_key": key})
-    };
+    let buy = |part: &str, quantity: i64, key: &str| json!({"order_id": "741", "part_id": part, "quantity": quantity, "cost_center": "CC-MANUT", "idempotency_key": key});
     let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("F-200", 4, "buy-f200-741-a")).await?;
     show("4 × F-200", &r);
     println!("    proposal text: {}", r["proposal"]["text"].as_str().unwrap_or_default());
@@ -191,7 +187,10 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("B42-MOTOR", 2, "buy-motor-741-a")).await?;
     count_blocked(&r);
     show("2 × B42-MOTOR (R$ 960,00; the limit is R$ 900,00)", &r);
-    check.that("a purchase over the value limit is blocked", verdict(&r) == ("BLOCKED".into(), "value_over_limit".into()));
+    check.that(
+        "a purchase over the value limit is blocked",
+        verdict(&r) == ("BLOCKED".into(), "value_over_limit".into()),
+    );
 
     let r = db::request_purchase_part(&app, &id_a, conv_p, &buy("B42-MOTOR", 1, "buy-motor-741-b")).await?;
     show("1 × B42-MOTOR (R$ 480,00: tier 3)", &r);
@@ -224,7 +223,9 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         "the quota admits three calls; the value-limit denial consumed none",
         third["outcome"] == "NEEDS_CONFIRMATION" && verdict(&fourth) == ("BLOCKED".into(), "rate_over_limit".into()),
     );
-    let spent = db::json(&root, "SELECT to_jsonb(spent::text) FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'", &[]).await?;
+    let spent =
+        db::json(&root, "SELECT to_jsonb(spent::text) FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'", &[])
+            .await?;
     println!("    CC-MANUT spent: {spent}");
     check.that("the budget was charged exactly the two purchases", spent == "530.00");
 
@@ -268,8 +269,14 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     println!("\nPanel (read as toolgate_auditor):");
     println!(
         "    {:<12} {:>12} {:>15} {:>15} {:>21} {:>19} {:>15} {:>7}",
-        "tenant", "schema_valid", "schema_rejected", "blocked_actions", "duplicates_suppressed",
-        "confirmation_denied", "partial_results", "effects"
+        "tenant",
+        "schema_valid",
+        "schema_rejected",
+        "blocked_actions",
+        "duplicates_suppressed",
+        "confirmation_denied",
+        "partial_results",
+        "effects"
     );
     let mut panel_a = None;
     for row in auditor.query("SELECT * FROM toolgate.panel ORDER BY tenant_id NULLS LAST", &[]).await? {
@@ -278,12 +285,20 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         println!(
             "    {:<12} {:>12} {:>15} {:>15} {:>21} {:>19} {:>15} {:>7}",
             tenant.clone().unwrap_or_else(|| "(none)".into()),
-            n("schema_valid"), n("schema_rejected"), n("blocked_actions"), n("duplicates_suppressed"),
-            n("confirmation_denied"), n("partial_results"), n("effects")
+            n("schema_valid"),
+            n("schema_rejected"),
+            n("blocked_actions"),
+            n("duplicates_suppressed"),
+            n("confirmation_denied"),
+            n("partial_results"),
+            n("effects")
         );
         if tenant.as_deref() == Some("shopping-a") {
             panel_a = Some([
-                n("schema_rejected"), n("confirmation_denied"), n("duplicates_suppressed"), n("effects"),
+                n("schema_rejected"),
+                n("confirmation_denied"),
+                n("duplicates_suppressed"),
+                n("effects"),
                 n("blocked_actions"),
             ]);
         }
@@ -311,8 +326,11 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     {
         println!(
             "    {:<8} {:<19} {:<17} {:<5} {}",
-            row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2),
-            row.get::<_, bool>(3), row.get::<_, i64>(4)
+            row.get::<_, String>(0),
+            row.get::<_, String>(1),
+            row.get::<_, String>(2),
+            row.get::<_, bool>(3),
+            row.get::<_, i64>(4)
         );
     }
     println!();

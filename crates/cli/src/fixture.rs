@@ -20,12 +20,8 @@ pub const ONCALL: &str = "toolgate_oncall";
 pub const DBA: &str = "toolgate_dba";
 pub const AUDITOR: &str = "toolgate_audit_reader";
 
-const LOGINS: [(&str, &str); 4] = [
-    (APP, "toolgate_agent"),
-    (ONCALL, "toolgate_operator"),
-    (DBA, "toolgate_admin"),
-    (AUDITOR, "toolgate_auditor"),
-];
+const LOGINS: [(&str, &str); 4] =
+    [(APP, "toolgate_agent"), (ONCALL, "toolgate_operator"), (DBA, "toolgate_admin"), (AUDITOR, "toolgate_auditor")];
 
 /// One tenant's two signers.
 pub struct Tenant {

@@ -33,10 +33,8 @@ pub fn generate(dir: &Path, kid: &str) -> Result<Signer> {
 /// Load key `kid` from `dir`.
 pub fn load(dir: &Path, kid: &str) -> Result<Signer> {
     let text = fs::read_to_string(path(dir, kid)?)?;
-    let seed: [u8; 32] = URL_SAFE_NO_PAD
-        .decode(text.trim())?
-        .try_into()
-        .map_err(|_| format!("{kid}: a key file holds 32 bytes"))?;
+    let seed: [u8; 32] =
+        URL_SAFE_NO_PAD.decode(text.trim())?.try_into().map_err(|_| format!("{kid}: a key file holds 32 bytes"))?;
     Ok(Signer::from_seed(kid, seed))
 }
 

@@ -162,13 +162,18 @@ pub async fn retry_journal(opts: &RetryOptions) -> Result<Report> {
     // reached it); ids it never saw are handed out again to the retries.
     settle_lost(&root, &mut calls).await?;
     let mix = Mix::resume(&calls);
-    println!("failover: {} calls in the journal ({} replies lost)", calls.len(), calls.iter().filter(|c| c.lost()).count());
+    println!(
+        "failover: {} calls in the journal ({} replies lost)",
+        calls.len(),
+        calls.iter().filter(|c| c.lost()).count()
+    );
     let writes: Vec<Call> = calls
         .iter()
         .filter(|c| c.retry_of.is_none() && c.key.is_some() && !matches!(c.request, Request::Read { .. }))
         .cloned()
         .collect();
-    let retried = retry(&keys_dir, &opts.server, &opts.dbname, &root, &mix, &writes, &mut calls, opts.connections).await?;
+    let retried =
+        retry(&keys_dir, &opts.server, &opts.dbname, &root, &mix, &writes, &mut calls, opts.connections).await?;
     disown_reused(&mut calls);
     let violations = judge(&root, &calls, &mix, true, &retried).await?;
     println!("failover: {} retries, {} duplicates, {violations} violations", retried.retries, retried.duplicates);
@@ -445,7 +450,10 @@ async fn judge(root: &Client, calls: &[Call], mix: &Mix, crash: bool, retried: &
         checks.that(&format!("no reply was lost ({lost} lost)"), lost == 0);
         violations += lost as i64;
     }
-    checks.that(&format!("no retry made a second effect ({} second effects)", retried.duplicates), retried.duplicates == 0);
+    checks.that(
+        &format!("no retry made a second effect ({} second effects)", retried.duplicates),
+        retried.duplicates == 0,
+    );
     for v in client.iter().take(10) {
         println!("    violation: {v}");
     }

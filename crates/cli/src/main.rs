@@ -170,7 +170,19 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             }
             println!("demo: all {} invariants held", checks.held);
         }
-        Command::Load { host, port, dbname, keys, connections, calls, seed, duration, crash, journal, retry_journal } => {
+        Command::Load {
+            host,
+            port,
+            dbname,
+            keys,
+            connections,
+            calls,
+            seed,
+            duration,
+            crash,
+            journal,
+            retry_journal,
+        } => {
             let server = Server { host, port };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let report = match retry_journal {
@@ -180,7 +192,17 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 }
                 None => {
                     let duration = duration.map(std::time::Duration::from_secs);
-                    let opts = load::Options { server, dbname, keys_dir: keys, connections, calls, seed, duration, crash, journal };
+                    let opts = load::Options {
+                        server,
+                        dbname,
+                        keys_dir: keys,
+                        connections,
+                        calls,
+                        seed,
+                        duration,
+                        crash,
+                        journal,
+                    };
                     runtime.block_on(load::run(&opts))?
                 }
             };
@@ -189,7 +211,8 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             }
         }
         Command::BenchConfirmations { host, port, dbname, keys: dir, count } => {
-            let identity = keys::identity(&keys::load(&dir, "idp-bench1")?, "bench-user", "bench1", "supervisor", 6 * 3600);
+            let identity =
+                keys::identity(&keys::load(&dir, "idp-bench1")?, "bench-user", "bench1", "supervisor", 6 * 3600);
             let channel = keys::load(&dir, "chan-bench1")?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {

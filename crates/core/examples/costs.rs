@@ -28,7 +28,8 @@ fn per_call(name: &str, iterations: u32, mut f: impl FnMut()) {
 fn main() {
     let signer = Signer::from_seed("idp-bench", [7; 32]);
     let now = 1_900_000_000;
-    let token = signer.sign(&json!({"sub": "bench-user", "tenant": "bench", "role": "supervisor", "iat": now, "exp": now + 3600}));
+    let token = signer
+        .sign(&json!({"sub": "bench-user", "tenant": "bench", "role": "supervisor", "iat": now, "exp": now + 3600}));
     let key = RegisteredKey {
         tenant: "bench".into(),
         purpose: KeyPurpose::Identity,

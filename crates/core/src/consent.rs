@@ -20,10 +20,7 @@ pub enum Consent {
 }
 
 fn normalized(text: &str) -> String {
-    text.trim()
-        .trim_end_matches(['.', '!'])
-        .trim()
-        .to_lowercase()
+    text.trim().trim_end_matches(['.', '!']).trim().to_lowercase()
 }
 
 /// Judge a confirmation for a proposal of `tier` whose challenge word is `challenge`.

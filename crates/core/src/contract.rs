@@ -94,7 +94,11 @@ fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Viol
             // and one key could replay another call's arguments. Such numbers are refused.
             let exact = n.as_f64().is_some_and(|f| f.abs() <= MAX_EXACT_INTEGER && same_number(&n.to_string(), f));
             if !exact {
-                errors.push(Violation::new(path, "number", "number is not finite, out of range or more precise than a double"));
+                errors.push(Violation::new(
+                    path,
+                    "number",
+                    "number is not finite, out of range or more precise than a double",
+                ));
             }
         }
         Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
@@ -119,9 +123,7 @@ fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Viol
 pub fn check_conversation_id(id: Option<&str>) -> Result<&str, Violation> {
     match id {
         Some(s)
-            if !s.is_empty()
-                && s.chars().count() <= MAX_CONVERSATION_ID_CHARS
-                && !s.chars().any(char::is_control) =>
+            if !s.is_empty() && s.chars().count() <= MAX_CONVERSATION_ID_CHARS && !s.chars().any(char::is_control) =>
         {
             Ok(s)
         }
@@ -154,9 +156,7 @@ impl Contract {
         let mut errors: Vec<Violation> = self
             .validator
             .iter_errors(args)
-            .map(|e| {
-                Violation::new(e.instance_path().as_str(), e.kind().keyword(), e.masked().to_string())
-            })
+            .map(|e| Violation::new(e.instance_path().as_str(), e.kind().keyword(), e.masked().to_string()))
             .collect();
         errors.sort_by(|a, b| (&a.instance_path, &a.keyword).cmp(&(&b.instance_path, &b.keyword)));
         errors
@@ -218,12 +218,8 @@ mod tests {
     fn wrong_shape_gets_json_pointer_paths() {
         let c = Contract::compile(&close_schema()).unwrap();
         let errors = c.check(&json!({"order_id": "74a", "reason": 5, "idempotency_key": "short"}));
-        let paths: Vec<(&str, &str)> =
-            errors.iter().map(|e| (e.instance_path.as_str(), e.keyword.as_str())).collect();
-        assert_eq!(
-            paths,
-            vec![("/idempotency_key", "minLength"), ("/order_id", "pattern"), ("/reason", "type")]
-        );
+        let paths: Vec<(&str, &str)> = errors.iter().map(|e| (e.instance_path.as_str(), e.keyword.as_str())).collect();
+        assert_eq!(paths, vec![("/idempotency_key", "minLength"), ("/order_id", "pattern"), ("/reason", "type")]);
     }
 
     #[test]
@@ -300,7 +296,8 @@ mod tests {
     #[test]
     fn numbers_a_double_would_round_are_refused_as_sent() {
         let quantity = Contract::compile(&json!({"type": "object", "properties": {
-            "quantity": {"type": "integer", "minimum": 1, "maximum": 100}}})).unwrap();
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 100}}}))
+        .unwrap();
         for text in [
             "{\"quantity\": 0.99999999999999999999}",
             "{\"quantity\": 1.00000000000000000001}",
@@ -316,7 +313,10 @@ mod tests {
         // What passes the bounds is validated as the number it is.
         let checked = |text: &str| quantity.check(&parse_args(Some(text)).unwrap());
         assert!(checked("{\"quantity\": 3.0}").is_empty());
-        assert_eq!(checked("{\"quantity\": 0.5}").iter().map(|v| v.keyword.as_str()).collect::<Vec<_>>(), ["minimum", "type"]);
+        assert_eq!(
+            checked("{\"quantity\": 0.5}").iter().map(|v| v.keyword.as_str()).collect::<Vec<_>>(),
+            ["minimum", "type"]
+        );
     }
 
     /// Found while writing the digest property tests: 9007199254740993 is an i64, but RFC 8785

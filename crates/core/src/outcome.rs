@@ -174,10 +174,7 @@ impl Reply {
 
     /// A proposal waiting for a person.
     pub fn needs_confirmation(proposal: ProposalView) -> Reply {
-        let summary = format!(
-            "Awaiting human confirmation (tier {}): {}",
-            proposal.tier, proposal.text
-        );
+        let summary = format!("Awaiting human confirmation (tier {}): {}", proposal.tier, proposal.text);
         Reply {
             outcome: Outcome::NeedsConfirmation,
             is_error: false,

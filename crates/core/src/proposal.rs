@@ -138,7 +138,8 @@ mod tests {
     #[test]
     fn purchase_text_names_everything_the_person_decides_on() {
         let t = purchase_text(&purchase(), "shopping-a", 1);
-        for needle in ["4 × «Filtro de ar»", "«F-200»", "R$ 12,50", "R$ 50,00", "«CC-MANUT»", "OS «742»", "shopping-a"] {
+        for needle in ["4 × «Filtro de ar»", "«F-200»", "R$ 12,50", "R$ 50,00", "«CC-MANUT»", "OS «742»", "shopping-a"]
+        {
             assert!(t.contains(needle), "{needle} missing from {t}");
         }
         assert!(!t.contains("antes"), "tier 1 shows no budget: {t}");

@@ -11,9 +11,9 @@ use ed25519_dalek::pkcs8::{DecodePublicKey, EncodePrivateKey};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use jsonwebtoken::crypto::{rust_crypto, CryptoProvider, JwtVerifier};
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use std::sync::OnceLock;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 
 /// Tokens longer than this are refused unread.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -245,10 +245,8 @@ fn strict_verifier(alg: &Algorithm, key: &DecodingKey) -> jsonwebtoken::errors::
 /// jsonwebtoken). Fails closed: if another provider was installed first, no token verifies.
 pub fn strict_provider() -> Result<(), TokenError> {
     static STRICT: OnceLock<CryptoProvider> = OnceLock::new();
-    let strict = STRICT.get_or_init(|| CryptoProvider {
-        verifier_factory: strict_verifier,
-        ..rust_crypto::DEFAULT_PROVIDER.clone()
-    });
+    let strict = STRICT
+        .get_or_init(|| CryptoProvider { verifier_factory: strict_verifier, ..rust_crypto::DEFAULT_PROVIDER.clone() });
     let _ = strict.install_default();
     match CryptoProvider::try_get_default() {
         Some(p) if std::ptr::eq(p, strict) => Ok(()),
@@ -263,9 +261,7 @@ pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
         return Err(TokenError::Malformed);
     }
     let header = decode_header(token).map_err(|e| match e.kind() {
-        jsonwebtoken::errors::ErrorKind::Json(_) if header_names_another_alg(token) => {
-            TokenError::Algorithm
-        }
+        jsonwebtoken::errors::ErrorKind::Json(_) if header_names_another_alg(token) => TokenError::Algorithm,
         _ => TokenError::Malformed,
     })?;
     if header.alg != Algorithm::EdDSA {
@@ -300,8 +296,8 @@ fn verify<T: DeserializeOwned + Expiring>(
     validation.validate_exp = false;
     validation.validate_aud = false;
     validation.required_spec_claims.clear();
-    let data = decode::<T>(token, &DecodingKey::from_ed_der(&key.public_key), &validation).map_err(
-        |e| match e.kind() {
+    let data =
+        decode::<T>(token, &DecodingKey::from_ed_der(&key.public_key), &validation).map_err(|e| match e.kind() {
             // A weak key refused by the strict verifier verifies nothing: a bad signature.
             jsonwebtoken::errors::ErrorKind::InvalidSignature | jsonwebtoken::errors::ErrorKind::InvalidEddsaKey => {
                 TokenError::Signature
@@ -309,8 +305,7 @@ fn verify<T: DeserializeOwned + Expiring>(
             jsonwebtoken::errors::ErrorKind::InvalidAlgorithm => TokenError::Algorithm,
             jsonwebtoken::errors::ErrorKind::Json(_) => TokenError::Claims,
             _ => TokenError::Malformed,
-        },
-    )?;
+        })?;
     let claims = data.claims;
     if !claims.claims_ok() {
         return Err(TokenError::Claims);
@@ -373,11 +368,9 @@ pub fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
     let key = if text.starts_with("-----BEGIN PUBLIC KEY-----") {
         VerifyingKey::from_public_key_pem(text).map_err(|_| "not an Ed25519 PEM public key".to_string())?
     } else {
-        let raw = URL_SAFE_NO_PAD
-            .decode(text)
-            .map_err(|_| "public key must be base64url (JWK x) or PEM".to_string())?;
-        let bytes: [u8; 32] =
-            raw.try_into().map_err(|_| "an Ed25519 public key has 32 bytes".to_string())?;
+        let raw =
+            URL_SAFE_NO_PAD.decode(text).map_err(|_| "public key must be base64url (JWK x) or PEM".to_string())?;
+        let bytes: [u8; 32] = raw.try_into().map_err(|_| "an Ed25519 public key has 32 bytes".to_string())?;
         VerifyingKey::from_bytes(&bytes).map_err(|_| "not a valid Ed25519 point".to_string())?
     };
     // A small-order point (the identity, say) verifies forged signatures under lenient checks.
@@ -440,7 +433,14 @@ mod tests {
     }
 
     fn identity(tenant: &str) -> Identity {
-        Identity { sub: "user-17".into(), tenant: tenant.into(), role: "supervisor".into(), exp: NOW + 600, iat: Some(NOW), nbf: None }
+        Identity {
+            sub: "user-17".into(),
+            tenant: tenant.into(),
+            role: "supervisor".into(),
+            exp: NOW + 600,
+            iat: Some(NOW),
+            nbf: None,
+        }
     }
 
     #[test]
@@ -467,7 +467,8 @@ mod tests {
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some("idp-a".into());
         strict_provider().unwrap();
-        let tok = encode(&header, &identity("shopping-a"), &EncodingKey::from_secret(&key.public_key).unwrap()).unwrap();
+        let tok =
+            encode(&header, &identity("shopping-a"), &EncodingKey::from_secret(&key.public_key).unwrap()).unwrap();
         assert_eq!(key_id(Some(&tok)), Err(TokenError::Algorithm));
         assert_eq!(verify_identity(&tok, Some(&key), NOW), Err(TokenError::Algorithm));
     }
@@ -540,7 +541,14 @@ mod tests {
     #[test]
     fn confirmations_need_a_channel_key_of_the_callers_tenant() {
         let ch = signer("chan-a", 3);
-        let c = Confirmation { proposal: "p1".into(), decision: Decision::Approve, text: "sim".into(), at: NOW, exp: NOW + 300, via: Via::Typed };
+        let c = Confirmation {
+            proposal: "p1".into(),
+            decision: Decision::Approve,
+            text: "sim".into(),
+            at: NOW,
+            exp: NOW + 300,
+            via: Via::Typed,
+        };
         let tok = ch.sign(&c);
         let key = registered(&ch, "shopping-a", KeyPurpose::Channel);
         assert_eq!(verify_confirmation(&tok, Some(&key), "shopping-a", NOW).unwrap(), c);
@@ -567,7 +575,8 @@ mod tests {
         assert_eq!(key_id(Some(&of_len(8 * 1024))).unwrap(), "idp-a");
         assert_eq!(key_id(Some(&of_len(8 * 1024 + 1))), Err(TokenError::Malformed));
         // A real token of several KiB (a claim nobody reads) verifies.
-        let big = s.sign(&json!({"sub": "u", "tenant": "shopping-a", "role": "r", "exp": NOW + 60, "pad": "x".repeat(4000)}));
+        let big =
+            s.sign(&json!({"sub": "u", "tenant": "shopping-a", "role": "r", "exp": NOW + 60, "pad": "x".repeat(4000)}));
         assert!(big.len() > 5000);
         assert!(verify_identity(&big, Some(&key), NOW).is_ok());
     }
@@ -596,7 +605,14 @@ mod tests {
     fn confirmations_from_the_future_or_with_bad_claims_are_refused() {
         let ch = signer("chan-a", 3);
         let key = registered(&ch, "shopping-a", KeyPurpose::Channel);
-        let good = Confirmation { proposal: "p1".into(), decision: Decision::Approve, text: "sim".into(), at: NOW, exp: NOW + 300, via: Via::Typed };
+        let good = Confirmation {
+            proposal: "p1".into(),
+            decision: Decision::Approve,
+            text: "sim".into(),
+            at: NOW,
+            exp: NOW + 300,
+            via: Via::Typed,
+        };
         let verify = |c: &Confirmation| verify_confirmation(&ch.sign(c), Some(&key), "shopping-a", NOW);
         assert!(verify(&good).is_ok());
         let future = Confirmation { at: NOW + 3600, ..good.clone() };
@@ -617,9 +633,18 @@ mod tests {
         assert_eq!(KeyPurpose::Channel.as_str(), "channel");
         assert_eq!(KeyPurpose::parse("admin"), None);
         let codes = [
-            TokenError::Missing, TokenError::Malformed, TokenError::Algorithm, TokenError::NoKeyId,
-            TokenError::UnknownKey, TokenError::WrongPurpose, TokenError::WrongTenant, TokenError::Signature,
-            TokenError::Claims, TokenError::Expired, TokenError::IssuedInFuture, TokenError::NotYetValid,
+            TokenError::Missing,
+            TokenError::Malformed,
+            TokenError::Algorithm,
+            TokenError::NoKeyId,
+            TokenError::UnknownKey,
+            TokenError::WrongPurpose,
+            TokenError::WrongTenant,
+            TokenError::Signature,
+            TokenError::Claims,
+            TokenError::Expired,
+            TokenError::IssuedInFuture,
+            TokenError::NotYetValid,
             TokenError::Lifetime,
         ]
         .map(TokenError::code);
@@ -668,7 +693,8 @@ mod tests {
         let forever = Identity { exp: i64::MAX, iat: None, ..identity("shopping-a") };
         assert_eq!(verify(&forever), Err(TokenError::Lifetime));
         // Counted from iat too: a token minted long ago for a long life.
-        let old = Identity { iat: Some(NOW - 2 * DEFAULT_MAX_LIFETIME_SECONDS), exp: NOW + 60, ..identity("shopping-a") };
+        let old =
+            Identity { iat: Some(NOW - 2 * DEFAULT_MAX_LIFETIME_SECONDS), exp: NOW + 60, ..identity("shopping-a") };
         assert_eq!(verify(&old), Err(TokenError::Lifetime));
         let a_day = Identity { iat: None, exp: NOW + DEFAULT_MAX_LIFETIME_SECONDS, ..identity("shopping-a") };
         assert!(verify(&a_day).is_ok());

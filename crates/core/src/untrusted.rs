@@ -8,12 +8,24 @@ use std::sync::OnceLock;
 
 /// Patterns of text that tries to instruct an agent (Portuguese and English).
 const PATTERNS: [(&str, &str); 8] = [
-    ("ignore_instructions", r"(?i)\bignor(e|ar|em)\b.{0,40}\b(regras?|instru[cç][oõ]es|rules?|instructions?|policy|pol[ií]tica)"),
-    ("imperative_action", r"(?i)\b(feche|fechar|close|cancele|cancelar|cancel|apague|delete|compre|comprar|buy|purchase|aprove|approve|execute|chame|call)\b.{0,20}\b(os|ordem|order|pedido|compra|tool|ferramenta|\d{2,})"),
+    (
+        "ignore_instructions",
+        r"(?i)\bignor(e|ar|em)\b.{0,40}\b(regras?|instru[cç][oõ]es|rules?|instructions?|policy|pol[ií]tica)",
+    ),
+    (
+        "imperative_action",
+        r"(?i)\b(feche|fechar|close|cancele|cancelar|cancel|apague|delete|compre|comprar|buy|purchase|aprove|approve|execute|chame|call)\b.{0,20}\b(os|ordem|order|pedido|compra|tool|ferramenta|\d{2,})",
+    ),
     ("role_play", r"(?i)\b(you are now|voc[eê] (agora )?[eé]|act as|aja como|pretend)\b"),
     ("system_spoof", r"(?i)(^|\s)(system|sistema|assistant|assistente)\s*:"),
-    ("confirmation_spoof", r"(?i)\b(j[aá] (foi )?(confirmad|aprovad)|already (confirmed|approved)|o usu[aá]rio disse sim|user said yes)"),
-    ("tool_syntax", r#"(?i)(request_close|request_purchase_part|confirm\s*\(|"idempotency_key"|tool_call|function_call)"#),
+    (
+        "confirmation_spoof",
+        r"(?i)\b(j[aá] (foi )?(confirmad|aprovad)|already (confirmed|approved)|o usu[aá]rio disse sim|user said yes)",
+    ),
+    (
+        "tool_syntax",
+        r#"(?i)(request_close|request_purchase_part|confirm\s*\(|"idempotency_key"|tool_call|function_call)"#,
+    ),
     ("override", r"(?i)\b(override|bypass|desativ(e|ar)|disable|sem confirma[cç][aã]o|without confirmation)\b"),
     ("secret_request", r"(?i)\b(token|senha|password|api[_ ]?key|credencia(l|is)|secret)\b"),
 ];

@@ -87,50 +87,92 @@ async fn finding(root: &Client, name: &'static str, sql: &str) -> Result<Finding
 }
 
 /// Write calls that reported an effect of their own: a non-replayed success.
-const MADE: &str = "c.fate = 'replied' AND c.outcome = 'SUCCEEDED' AND NOT c.replayed AND c.kind IN ('call', 'confirm')";
+const MADE: &str =
+    "c.fate = 'replied' AND c.outcome = 'SUCCEEDED' AND NOT c.replayed AND c.kind IN ('call', 'confirm')";
 
 pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
     upload(root, calls).await?;
     let mut out = Vec::new();
-    out.push(finding(root, "every committed call left exactly one audit row", "
+    out.push(
+        finding(
+            root,
+            "every committed call left exactly one audit row",
+            "
         WITH n AS (SELECT x, count(*) AS n FROM load_audit GROUP BY x)
         SELECT count(*) FILTER (WHERE coalesce(n.n, 0) <> 1)
              + (SELECT count(*) FROM (SELECT x FROM load_calls WHERE committed GROUP BY x HAVING count(*) > 1) d),
                format('%s committed calls, %s audit rows', count(*), (SELECT count(*) FROM load_audit))
-          FROM load_calls c LEFT JOIN n ON n.x = c.x WHERE c.committed").await?);
-    out.push(finding(root, "every audit row says what its call was told", "
+          FROM load_calls c LEFT JOIN n ON n.x = c.x WHERE c.committed",
+        )
+        .await?,
+    );
+    out.push(
+        finding(
+            root,
+            "every audit row says what its call was told",
+            "
         SELECT count(*), format('%s replies compared', (SELECT count(*) FROM load_calls WHERE fate = 'replied'))
           FROM load_calls c JOIN load_audit a ON a.x = c.x
          WHERE c.fate = 'replied'
-           AND (a.kind, a.outcome, a.rule, a.replayed) IS DISTINCT FROM (c.kind, c.outcome, c.rule, c.replayed)").await?);
-    out.push(finding(root, "no audit row or effect from a call that rolled back, nor from no call", "
+           AND (a.kind, a.outcome, a.rule, a.replayed) IS DISTINCT FROM (c.kind, c.outcome, c.rule, c.replayed)",
+        )
+        .await?,
+    );
+    out.push(
+        finding(
+            root,
+            "no audit row or effect from a call that rolled back, nor from no call",
+            "
         SELECT (SELECT count(*) FROM load_calls c WHERE c.committed = false AND c.x IS NOT NULL
                    AND (EXISTS (SELECT 1 FROM load_audit a WHERE a.x = c.x)
                         OR EXISTS (SELECT 1 FROM load_effects e WHERE e.x = c.x)))
              + (SELECT count(*) FROM load_audit a
                  WHERE NOT EXISTS (SELECT 1 FROM load_calls c WHERE c.x = a.x AND c.committed IS DISTINCT FROM false)),
-               format('%s calls rolled back', (SELECT count(*) FROM load_calls WHERE committed = false))").await?);
-    out.push(finding(root, "every effect was made by a call that reported it (or whose reply was lost)", &format!("
+               format('%s calls rolled back', (SELECT count(*) FROM load_calls WHERE committed = false))",
+        )
+        .await?,
+    );
+    out.push(
+        finding(
+            root,
+            "every effect was made by a call that reported it (or whose reply was lost)",
+            &format!(
+                "
         SELECT count(*) FILTER (WHERE NOT EXISTS (
                    SELECT 1 FROM load_calls c
                     WHERE c.x = e.x AND (c.tenant, c.tool, c.key) = (e.tenant, e.tool, e.key)
                       AND (({MADE}) OR (c.fate = 'lost' AND c.committed IS DISTINCT FROM false)))),
                format('%s effects', count(*))
-          FROM load_effects e")).await?);
+          FROM load_effects e"
+            ),
+        )
+        .await?,
+    );
     out.push(finding(root, "every success reported made its effect", &format!("
         SELECT count(*) FILTER (WHERE NOT EXISTS (
                    SELECT 1 FROM load_effects e WHERE e.x = c.x AND (e.tenant, e.tool, e.key) = (c.tenant, c.tool, c.key))),
                format('%s successes reported', count(*))
           FROM load_calls c WHERE {MADE}")).await?);
-    out.push(finding(root, "effects equal the distinct successful keys", "
+    out.push(
+        finding(
+            root,
+            "effects equal the distinct successful keys",
+            "
         WITH s AS (SELECT DISTINCT tenant, tool, key FROM load_calls
                     WHERE fate = 'replied' AND outcome = 'SUCCEEDED' AND kind IN ('call', 'confirm')),
              e AS (SELECT tenant, tool, key FROM load_effects)
         SELECT (SELECT count(*) FROM (SELECT * FROM s EXCEPT SELECT * FROM e) d)
              + (SELECT count(*) FROM (SELECT * FROM e EXCEPT SELECT * FROM s) d)
              + (SELECT count(*) - count(DISTINCT (tenant, tool, key)) FROM e),
-               format('%s effects, %s distinct successful keys', (SELECT count(*) FROM e), (SELECT count(*) FROM s))").await?);
-    out.push(finding(root, "the ledger settled exactly the effects' keys as SUCCEEDED, and holds no reservation", "
+               format('%s effects, %s distinct successful keys', (SELECT count(*) FROM e), (SELECT count(*) FROM s))",
+        )
+        .await?,
+    );
+    out.push(
+        finding(
+            root,
+            "the ledger settled exactly the effects' keys as SUCCEEDED, and holds no reservation",
+            "
         WITH l AS (SELECT tenant_id, tool, idempotency_key FROM toolgate.ledger
                     WHERE state = 'settled' AND reply->>'outcome' = 'SUCCEEDED'),
              e AS (SELECT tenant, tool, key FROM load_effects)
@@ -139,7 +181,10 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
              + (SELECT count(*) FROM toolgate.ledger WHERE state = 'reserved'),
                format('%s keys settled SUCCEEDED, %s pending, %s reserved', (SELECT count(*) FROM l),
                       (SELECT count(*) FROM toolgate.ledger WHERE state = 'pending'),
-                      (SELECT count(*) FROM toolgate.ledger WHERE state = 'reserved'))").await?);
+                      (SELECT count(*) FROM toolgate.ledger WHERE state = 'reserved'))",
+        )
+        .await?,
+    );
     out.push(finding(root, "no quota exceeded, and each quota counts exactly the calls it admitted", "
         WITH admitted AS (
             SELECT a.tenant_id, a.conversation_id, a.tool, count(*) AS n FROM toolgate.audit a
@@ -163,7 +208,11 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
           FROM toolgate.cost_centers c
           LEFT JOIN (SELECT tenant_id, cost_center, sum(total) AS total FROM toolgate.purchases GROUP BY 1, 2) p
           USING (tenant_id, cost_center)").await?);
-    out.push(finding(root, "no proposal both applied and superseded (or declined, expired, live)", "
+    out.push(
+        finding(
+            root,
+            "no proposal both applied and superseded (or declined, expired, live)",
+            "
         SELECT count(*) FILTER (WHERE p.status <> 'applied' AND (
                    EXISTS (SELECT 1 FROM load_effects e WHERE e.proposal = p.proposal_id::text)
                    OR EXISTS (SELECT 1 FROM load_calls c WHERE c.proposal = p.proposal_id::text AND c.kind = 'confirm'
@@ -176,7 +225,10 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
                format('%s proposals: %s applied, %s superseded, %s declined, %s live', count(*),
                       count(*) FILTER (WHERE status = 'applied'), count(*) FILTER (WHERE status = 'superseded'),
                       count(*) FILTER (WHERE status = 'declined'), count(*) FILTER (WHERE status = 'live'))
-          FROM toolgate.proposals p").await?);
+          FROM toolgate.proposals p",
+        )
+        .await?,
+    );
     out.push(finding(root, "at most one live proposal per conversation", "
         SELECT count(*) FILTER (WHERE n > 1), format('%s conversations with a live proposal', count(*))
           FROM (SELECT count(*) AS n FROM toolgate.proposals WHERE status = 'live' GROUP BY tenant_id, conversation_id) d").await?);

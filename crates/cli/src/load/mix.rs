@@ -285,12 +285,17 @@ impl Mix {
                         if rng.u32(0..5) == 0 { ("B42-MOTOR", 1) } else { ("F-200", rng.i64(1..=20)) };
                     let cc = if rng.bool() { "CC-MANUT" } else { "CC-A-SMALL" };
                     let args = purchase_args(A_BUY_ORDERS + rng.usize(..BUY_ORDERS), part, quantity, cc, &k);
-                    const ALLOWED: &[(&str, &str)] = &[
-                        ("NEEDS_CONFIRMATION", ""),
-                        ("BLOCKED", "budget_exceeded"),
-                        ("BLOCKED", "rate_over_limit"),
-                    ];
-                    Mix::write(s, "propose_purchase", Who::SupA, "request_purchase_part", a_conv, args, Expect::OneOf(ALLOWED))
+                    const ALLOWED: &[(&str, &str)] =
+                        &[("NEEDS_CONFIRMATION", ""), ("BLOCKED", "budget_exceeded"), ("BLOCKED", "rate_over_limit")];
+                    Mix::write(
+                        s,
+                        "propose_purchase",
+                        Who::SupA,
+                        "request_purchase_part",
+                        a_conv,
+                        args,
+                        Expect::OneOf(ALLOWED),
+                    )
                 }
             }
             Op::Repeat | Op::Reuse if s.issued.is_empty() => self.plan_op(s, Op::NewClose, rng),
@@ -301,7 +306,8 @@ impl Mix {
                     Some(_) => Expect::Exactly("REJECTED", "idempotency_key_reused"),
                     None => Expect::OneOf(BROAD),
                 };
-                let request = Request::Write { who: i.who, tool: i.tool.into(), conversation: i.conversation, args: i.args };
+                let request =
+                    Request::Write { who: i.who, tool: i.tool.into(), conversation: i.conversation, args: i.args };
                 Mix::planned(s, "repeat", request, Some(i.key), expect)
             }
             Op::Reuse => {
@@ -310,7 +316,13 @@ impl Mix {
                 if i.tool == "request_close" {
                     args["reason"] = json!("Outro motivo, com a mesma chave");
                 } else {
-                    let max = if args["part_id"] == "B42-MOTOR" { 2 } else if args["part_id"] == "V-10" { 5 } else { 20 };
+                    let max = if args["part_id"] == "B42-MOTOR" {
+                        2
+                    } else if args["part_id"] == "V-10" {
+                        5
+                    } else {
+                        20
+                    };
                     args["quantity"] = json!(args["quantity"].as_i64().unwrap_or(1) % max + 1);
                 }
                 let expect = match s.settled.get(&i.key) {
@@ -324,28 +336,70 @@ impl Mix {
             Op::Deny => {
                 let k = self.fresh_key(s);
                 match rng.u32(0..5) {
-                    0 => Mix::write(s, "deny_cross_tenant", Who::SupA, "request_close", a_conv,
-                        close_args(B_CLOSE_ORDERS, &k), Expect::Exactly("BLOCKED", "target_not_found")),
-                    1 => Mix::write(s, "deny_value", Who::SupA, "request_purchase_part", a_conv,
+                    0 => Mix::write(
+                        s,
+                        "deny_cross_tenant",
+                        Who::SupA,
+                        "request_close",
+                        a_conv,
+                        close_args(B_CLOSE_ORDERS, &k),
+                        Expect::Exactly("BLOCKED", "target_not_found"),
+                    ),
+                    1 => Mix::write(
+                        s,
+                        "deny_value",
+                        Who::SupA,
+                        "request_purchase_part",
+                        a_conv,
                         purchase_args(A_BUY_ORDERS, "B42-MOTOR", 2, "CC-MANUT", &k),
-                        Expect::Exactly("BLOCKED", "value_over_limit")),
+                        Expect::Exactly("BLOCKED", "value_over_limit"),
+                    ),
                     2 => {
                         let mut args = close_args(B_CLOSE_ORDERS, &k);
                         args["tenant"] = json!("shopping-a");
-                        Mix::write(s, "deny_schema", Who::SupB, "request_close", b_conv, args,
-                            Expect::Exactly("REJECTED", "schema_invalid"))
+                        Mix::write(
+                            s,
+                            "deny_schema",
+                            Who::SupB,
+                            "request_close",
+                            b_conv,
+                            args,
+                            Expect::Exactly("REJECTED", "schema_invalid"),
+                        )
                     }
-                    3 => Mix::write(s, "deny_role", Who::TechA, "request_close", a_conv,
-                        close_args(A_CLOSE_ORDERS, &k), Expect::Exactly("BLOCKED", "role_not_allowed")),
-                    _ => Mix::write(s, "deny_identity", Who::ExpiredA, "request_close", a_conv,
-                        close_args(A_CLOSE_ORDERS, &k), Expect::Exactly("BLOCKED", "identity_invalid")),
+                    3 => Mix::write(
+                        s,
+                        "deny_role",
+                        Who::TechA,
+                        "request_close",
+                        a_conv,
+                        close_args(A_CLOSE_ORDERS, &k),
+                        Expect::Exactly("BLOCKED", "role_not_allowed"),
+                    ),
+                    _ => Mix::write(
+                        s,
+                        "deny_identity",
+                        Who::ExpiredA,
+                        "request_close",
+                        a_conv,
+                        close_args(A_CLOSE_ORDERS, &k),
+                        Expect::Exactly("BLOCKED", "identity_invalid"),
+                    ),
                 }
             }
             Op::Read => {
                 let (who, order, expect) = match rng.u32(0..5) {
                     0 => (Who::SupB, "742".to_string(), Expect::Exactly("BLOCKED", "target_not_found")),
-                    1 | 2 => (Who::SupA, (A_CLOSE_ORDERS + rng.usize(..self.orders)).to_string(), Expect::Exactly("SUCCEEDED", "")),
-                    _ => (Who::SupB, (B_CLOSE_ORDERS + rng.usize(..self.orders)).to_string(), Expect::Exactly("SUCCEEDED", "")),
+                    1 | 2 => (
+                        Who::SupA,
+                        (A_CLOSE_ORDERS + rng.usize(..self.orders)).to_string(),
+                        Expect::Exactly("SUCCEEDED", ""),
+                    ),
+                    _ => (
+                        Who::SupB,
+                        (B_CLOSE_ORDERS + rng.usize(..self.orders)).to_string(),
+                        Expect::Exactly("SUCCEEDED", ""),
+                    ),
                 };
                 Mix::planned(s, "read", Request::Read { who, order_id: order }, None, expect)
             }
@@ -380,13 +434,10 @@ impl Mix {
                         ("BLOCKED", "state_not_allowed"),
                     ]),
                 };
-                let request = Request::Confirm {
-                    who: Who::SupA,
-                    proposal: p.proposal.clone(),
-                    decision: decision.into(),
-                    text,
-                };
-                let mut planned = Mix::planned(s, if decline { "decline" } else { "confirm" }, request, Some(p.key.clone()), expect);
+                let request =
+                    Request::Confirm { who: Who::SupA, proposal: p.proposal.clone(), decision: decision.into(), text };
+                let mut planned =
+                    Mix::planned(s, if decline { "decline" } else { "confirm" }, request, Some(p.key.clone()), expect);
                 planned.answers = Some(p);
                 planned
             }
@@ -449,7 +500,13 @@ fn learn(s: &mut State, call: &Call, reply: &Value, answers: Option<&Pending>) {
                 });
             }
             let tool = if tool == "request_close" { "request_close" } else { "request_purchase_part" };
-            s.issued.push(Issued { who: *who, tool, conversation: conversation.clone(), args: args.clone(), key: k.clone() });
+            s.issued.push(Issued {
+                who: *who,
+                tool,
+                conversation: conversation.clone(),
+                args: args.clone(),
+                key: k.clone(),
+            });
         }
         (Request::Confirm { proposal, .. }, Some(k)) if matches!(outcome, "SUCCEEDED" | "CANCELLED") => {
             if outcome == "SUCCEEDED" && !replayed {
@@ -488,9 +545,14 @@ mod tests {
         let settled = json!({"outcome": "SUCCEEDED", "replayed": false, "result": {"request_id": 4}});
         let expect = Expect::Replay(settled);
         assert!(expect.allows(&replied(json!({"outcome": "SUCCEEDED", "replayed": true, "result": {"request_id": 4}}))));
-        assert!(!expect.allows(&replied(json!({"outcome": "SUCCEEDED", "replayed": false, "result": {"request_id": 4}}))));
-        assert!(!expect.allows(&replied(json!({"outcome": "SUCCEEDED", "replayed": true, "result": {"request_id": 5}}))));
-        assert!(!expect.allows(&replied(json!({"outcome": "REJECTED", "rule": "idempotency_key_reused", "replayed": false}))));
+        assert!(
+            !expect.allows(&replied(json!({"outcome": "SUCCEEDED", "replayed": false, "result": {"request_id": 4}})))
+        );
+        assert!(
+            !expect.allows(&replied(json!({"outcome": "SUCCEEDED", "replayed": true, "result": {"request_id": 5}})))
+        );
+        assert!(!expect
+            .allows(&replied(json!({"outcome": "REJECTED", "rule": "idempotency_key_reused", "replayed": false}))));
     }
 
     #[test]
