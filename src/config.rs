@@ -23,7 +23,7 @@ thread_local! {
     static GENERATION: Cell<u64> = const { Cell::new(0) };
     static REGISTERED: Cell<bool> = const { Cell::new(false) };
     /// The schema the caches were filled from, and its configuration tables' OIDs.
-    static WATCHED: RefCell<(pg_sys::Oid, Vec<pg_sys::Oid>)> = RefCell::new((pg_sys::InvalidOid, Vec::new()));
+    static WATCHED: RefCell<(pg_sys::Oid, Vec<pg_sys::Oid>)> = const { RefCell::new((pg_sys::InvalidOid, Vec::new())) };
 }
 
 /// Called by PostgreSQL for every relcache invalidation this backend takes. It may run in the

@@ -1,5 +1,6 @@
 //! What every client integration test needs: the running server `scripts/test.sh` started (with
 //! pg_toolgate installed), and a fresh database loaded with seed 000's fixture per test.
+// Allowed: every test binary includes this module and uses a different part of it.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};

@@ -296,6 +296,8 @@ pub struct RetryStats {
 
 /// Retry each of `originals` with its key (a new token, the same arguments; a confirmation is the
 /// same answer signed again) and append the retries to `calls`.
+// Allowed: each argument is one piece of the run's state the retries need; a struct made only to
+// carry them here would be one more name for the same things.
 #[allow(clippy::too_many_arguments)]
 async fn retry(
     keys_dir: &std::path::Path,
