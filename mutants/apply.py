@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Apply one mutant to a throwaway copy of the tree, and fail loudly when it no longer applies.
+"""Mutants' editing and bookkeeping for scripts/mutants.sh: apply one mutant to a throwaway copy
+of the tree, and fail loudly when it no longer applies.
 
     apply.py named TREE MUTANT.toml       # a named mutant: exact search/replace edits
     apply.py field MUTANT.toml KEY        # print a field of a named mutant (lists: one a line)
     apply.py listed TREE LIST.json INDEX  # mutant INDEX of `cargo mutants --list --json`
+    apply.py count LIST.json              # print how many mutants that list holds
+    apply.py describe LIST.json INDEX     # print mutant INDEX's name in that list
     apply.py sync SRC DST                 # make DST a copy of SRC, touching only files that differ
+    apply.py test-binaries DIR            # copy the test executables named by cargo's
+                                          # --message-format=json (on stdin) to DIR/it-NAME
 
 A named mutant is a TOML file (see mutants/README.md): each [[edit]] names a file, the exact
 text `old` it expects to find there `count` times (default 1), and the text `new` that replaces
 it. An edit whose `old` text is found any other number of times is an error (exit 3): the source
 moved under the mutant, and the mutant must be re-anchored rather than silently skipped.
 
-Prints the files it changed, one a line, relative to TREE.
+`named` and `listed` print the files they changed, one a line, relative to TREE.
 """
 
 import json
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -86,6 +92,23 @@ def listed(tree, listing, index):
     print(rel)
 
 
+def count(listing):
+    print(len(json.loads(Path(listing).read_text())))
+
+
+def describe(listing, index):
+    m = json.loads(Path(listing).read_text())[int(index)]
+    print(m["name"] if "name" in m else m)
+
+
+def test_binaries(directory):
+    """Copy each test executable that cargo's JSON messages (stdin) name to DIRECTORY/it-NAME."""
+    for line in sys.stdin:
+        m = json.loads(line)
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+            shutil.copy(m["executable"], f"{directory}/it-{m['target']['name']}")
+
+
 def sync(src, dst):
     """Copy what differs (a fresh mtime, so cargo rebuilds it) and remove what SRC lacks; files
     that are already equal keep their mtime, so cargo does not rebuild what did not change."""
@@ -104,16 +127,20 @@ def sync(src, dst):
             p.unlink()
 
 
+COMMANDS = {
+    "named": (named, 2),
+    "field": (field, 2),
+    "listed": (listed, 3),
+    "count": (count, 1),
+    "describe": (describe, 2),
+    "sync": (sync, 2),
+    "test-binaries": (test_binaries, 1),
+}
+
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:] or [""]
-    if cmd == "named" and len(args) == 2:
-        named(*args)
-    elif cmd == "field" and len(args) == 2:
-        field(*args)
-    elif cmd == "sync" and len(args) == 2:
-        sync(*args)
-    elif cmd == "listed" and len(args) == 3:
-        listed(*args)
-    else:
+    fn, arity = COMMANDS.get(cmd, (None, -1))
+    if fn is None or len(args) != arity:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
+    fn(*args)

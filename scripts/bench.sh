@@ -17,10 +17,8 @@
 # Workloads are pgbench custom scripts in bench/ (-M prepared, fresh keys per transaction from
 # sequences, tokens made before the run). Each run's audit rows are checked afterwards: a workload
 # that stopped doing what it claims fails the benchmark instead of reporting a flattering figure.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
-root=$(pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
 
 smoke=false
 [ "${1:-}" = --smoke ] && smoke=true
@@ -32,7 +30,7 @@ if $smoke; then
     sizes=()
     orders=20000
     prepared=2000
-    pgbin=/usr/lib/postgresql/15/bin   # the build scripts/setup.sh installed
+    pg_use "$PG_SYSTEM_BIN"   # the build scripts/setup.sh installed
 else
     duration=${BENCH_SECONDS:-5}
     rounds=${BENCH_ROUNDS:-3}
@@ -40,30 +38,24 @@ else
     read -r -a sizes <<<"${BENCH_SIZES:-1000 100000 1000000}"
     orders=600000
     prepared=${BENCH_CONFIRMATIONS:-80000}
-    pg_config=$(scripts/private-pg.sh target/pg-bench)
-    echo "bench: release build into a private PostgreSQL copy (target/pg-bench)"
-    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$pg_config" >/dev/null
-    pgbin=$(dirname "$pg_config")
+    private_pg target/pg-bench
+    log "release build into a private PostgreSQL copy (target/pg-bench)"
+    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
 fi
-cargo build --quiet -p toolgate-cli
-toolgate=$root/target/debug/toolgate
+toolgate_cli
 
-work=$(mktemp -d /tmp/pg_toolgate-bench.XXXXXX)
-chmod 711 "$work"
-cleanup() { PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
-trap cleanup EXIT
-port=$(scripts/cluster.sh port "${TOOLGATE_BENCH_PORT:-54501}")
+make_work
 # PostgreSQL's own durability defaults (fsync and synchronous_commit on), room for the clients.
 # pg_stat_statements is loaded but tracks nothing until the profile run asks for it.
-PGBIN=$pgbin CLUSTER_CONF="fsync = on
+CLUSTER_CONF="fsync = on
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = none
 pg_stat_statements.max = 1000
 shared_buffers = 512MB
 max_wal_size = 4GB
-checkpoint_timeout = 30min" scripts/cluster.sh start "$work/pg" "$port"
+checkpoint_timeout = 30min" throwaway_cluster pg "${TOOLGATE_BENCH_PORT:-54501}"
 sock=$work/pg/socket
-psql_() { "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres "$@"; }
+psql_() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres "$@"; }
 
 # A database with the extension, the benchmark's tenants, keys and floor functions.
 load_db() {
@@ -72,21 +64,21 @@ load_db() {
     psql_ -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
     psql_ -d "$db" -v orders="$n_orders" -f bench/setup.sql >/dev/null
     for kid in idp-bench idp-bench1 chan-bench1; do
-        [ -f "$work/keys/$kid.key" ] || "$toolgate" keygen --dir "$work/keys" --kid "$kid" >/dev/null
+        [ -f "$work/keys/$kid.key" ] || "$TOOLGATE_BIN" keygen --dir "$work/keys" --kid "$kid" >/dev/null
     done
     psql_ -d "$db" -c "SET ROLE toolgate_admin" \
-        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("$toolgate" pubkey --dir "$work/keys" --kid idp-bench)')" \
-        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("$toolgate" pubkey --dir "$work/keys" --kid idp-bench1)')" \
-        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("$toolgate" pubkey --dir "$work/keys" --kid chan-bench1)')" >/dev/null
+        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid idp-bench)')" \
+        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid idp-bench1)')" \
+        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid chan-bench1)')" >/dev/null
 }
 
-echo "bench: loading toolgate_bench ($orders orders per tenant)"
+log "loading toolgate_bench ($orders orders per tenant)"
 load_db toolgate_bench "$orders"
-token=$("$toolgate" identity --dir "$work/keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
-token1=$("$toolgate" identity --dir "$work/keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
-technician=$("$toolgate" identity --dir "$work/keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
-echo "bench: $prepared proposals made and their confirmations signed before the run"
-"$toolgate" bench-confirmations --host "$sock" --port "$port" --dbname toolgate_bench \
+token=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
+token1=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
+technician=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
+log "$prepared proposals made and their confirmations signed before the run"
+"$TOOLGATE_BIN" bench-confirmations --host "$sock" --port "$port" --dbname toolgate_bench \
     --keys "$work/keys" --count "$prepared"
 
 results=$work/results.tsv
@@ -100,7 +92,7 @@ run() {
     local since
     since=$(psql_ -d "$db" -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
     local out
-    out=$("$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
+    out=$("$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
         -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" -f "bench/$workload.sql" \
         -D token="$token" -D token1="$token1" -D technician="$technician" \
         --log --log-prefix="$logdir/tx" "$db" 2>&1) || { echo "$out" >&2; exit 1; }
@@ -127,20 +119,20 @@ check() {
     got=$(psql_ -d "$db" -At -F ' ' -c "SELECT DISTINCT kind, outcome, coalesce(rule, '-'), replayed \
         FROM toolgate.audit WHERE audit_id > $since ORDER BY 1, 2, 4" | paste -sd '|')
     if [ "$got" != "$expected" ]; then
-        echo "bench: $workload did not do what it measures: audit says [$got], expected [$expected]" >&2
+        log "$workload did not do what it measures: audit says [$got], expected [$expected]" >&2
         exit 1
     fi
     if [ "$workload" = gated_pair ]; then
         local used
         used=$(psql_ -d "$db" -Atc "SELECT last_value FROM bench.confirmations_used")
         if [ "$used" -gt "$prepared" ]; then
-            echo "bench: gated_pair used $used prepared confirmations of $prepared: raise BENCH_CONFIRMATIONS" >&2
+            log "gated_pair used $used prepared confirmations of $prepared: raise BENCH_CONFIRMATIONS" >&2
             exit 1
         fi
     fi
 }
 
-echo "bench: workloads ($rounds round(s) of ${duration}s each)"
+log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do
         for w in floor_close gated_close floor_pair gated_pair replay denial purchase durable_write; do
@@ -150,7 +142,7 @@ for c in "${clients[@]}"; do
 done
 
 for size in "${sizes[@]}"; do
-    echo "bench: ledger and audit pre-filled to $size rows"
+    log "ledger and audit pre-filled to $size rows"
     # Every size starts alike: the new rows vacuumed and analyzed, then written out by a checkpoint.
     load_db toolgate_scale 200000
     psql_ -d toolgate_scale -c "
@@ -166,22 +158,22 @@ for size in "${sizes[@]}"; do
 done
 
 if $smoke; then
-    echo "bench: smoke run passed (${duration}s per workload, concurrency 1)"
+    log "smoke run passed (${duration}s per workload, concurrency 1)"
     exit 0
 fi
 
 # Where the time goes: every statement the gate runs (pg_stat_statements, nested statements
 # included) during one more gated run at one client, and the pure steps' CPU per call.
-echo "bench: profile (gated_close, 1 client, statements tracked)"
+log "profile (gated_close, 1 client, statements tracked)"
 psql_ -d toolgate_bench -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
-PGOPTIONS="-c pg_stat_statements.track=all" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
+PGOPTIONS="-c pg_stat_statements.track=all" "$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
     -c 1 -j 1 -T "$duration" -f bench/gated_close.sql -D token="$token" toolgate_bench >"$work/profile.out"
 psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1), \
     regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements WHERE calls > 1 ORDER BY total_exec_time DESC" \
     >"$work/profile.tsv"
 # The same for a replay, its entry point's statement only.
 psql_ -d toolgate_bench -c "SELECT pg_stat_statements_reset()" >/dev/null
-PGOPTIONS="-c pg_stat_statements.track=top" "$pgbin/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
+PGOPTIONS="-c pg_stat_statements.track=top" "$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
     -c 1 -j 1 -T "$duration" -f bench/replay.sql -D token="$token" toolgate_bench >"$work/profile-replay.out"
 psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1000)::numeric, 1) \
     FROM pg_stat_statements WHERE query LIKE '%toolgate.request_close%'" >"$work/profile-replay.tsv"

@@ -9,64 +9,21 @@
 #
 # PGBIN picks other PostgreSQL 15 binaries (scripts/private-pg.sh); CLUSTER_CONF holds extra
 # postgresql.conf lines for a new cluster (later lines win: `fsync = on` undoes the default).
-set -euo pipefail
-
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-
-as_postgres() {
-    if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi
-}
+# The commands are the harness's functions (scripts/lib.sh), which the other scripts call directly.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cmd=${1:?usage: cluster.sh start|stop|psql|port …}
-
-if [ "$cmd" = port ]; then
-    p=${2:?first port}
-    while (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-    exit 0
-fi
-
-dir=${2:?data directory}
-
 case "$cmd" in
-start)
-    port=${3:?port}
-    mkdir -p "$dir"
-    chown postgres: "$dir"
-    chmod 700 "$dir"
-    if [ ! -f "$dir/data/PG_VERSION" ]; then
-        as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-instructions \
-            --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
-        mkdir -p "$dir/socket"
-        chown postgres: "$dir/socket"
-        cat >>"$dir/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = '$dir/socket'
-logging_collector = off
-log_min_messages = log
-log_line_prefix = '%m [%p] %u@%d '
-max_connections = 200
-fsync = off
-synchronous_commit = on
-${CLUSTER_CONF:-}
-CONF
-    fi
-    # A Rust backtrace in an error DETAIL would reach clients: the server runs without one.
-    as_postgres env -u RUST_BACKTRACE "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
-    ;;
-stop)
-    if [ -f "$dir/data/postmaster.pid" ]; then
-        as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
-    fi
-    ;;
+port) free_port "${2:?first port}" ;;
+start) cluster_start "${2:?data directory}" "${3:?port}" ;;
+stop) cluster_stop "${2:?data directory}" ;;
 psql)
-    port=${3:?port}
+    dir=${2:?data directory} port=${3:?port}
     shift 3
-    psql -X -h "$dir/socket" -p "$port" -U postgres "$@"
+    cluster_psql "$dir" "$port" "$@"
     ;;
 *)
-    echo "unknown command $cmd" >&2
+    log "unknown command $cmd" >&2
     exit 2
     ;;
 esac

@@ -9,9 +9,12 @@
 #
 #   scripts/crash.sh                    # 90 s of load and crashes, about two minutes in all
 #   CRASH_SECONDS=300 scripts/crash.sh  # longer
-source "$(dirname "$0")/harness.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+make_work
+toolgate_cli
 seconds=${CRASH_SECONDS:-90}
-start_cluster pg "${TOOLGATE_CRASH_PORT:-54441}"
+throwaway_cluster pg "${TOOLGATE_CRASH_PORT:-54441}"
 dir=$work/pg host=$work/pg/socket db=toolgate_crash
 # A crash must find on disk what was acknowledged: fsync as in production.
 sql "$host" "$port" postgres -c "ALTER SYSTEM SET fsync = on" -c "SELECT pg_reload_conf()" >/dev/null
@@ -22,7 +25,7 @@ load=$!
 
 q() { sql "$host" "$port" "$db" -c "$1" 2>/dev/null || true; }
 up() { as_postgres "$PGBIN/pg_isready" -q -h "$host" -p "$port"; }
-wait_up() { for _ in $(seq 1 240); do up && return 0; sleep 0.25; done; echo "crash: the server did not come back" >&2; return 1; }
+wait_up() { for _ in $(seq 1 240); do up && return 0; sleep 0.25; done; log "the server did not come back" >&2; return 1; }
 app="datname = '$db' AND usename = 'toolgate_app' AND state = 'active' AND pid <> pg_backend_pid()"
 
 # Chaos starts once the load is running.
@@ -70,7 +73,7 @@ while [ "$(date +%s)" -lt "$chaos_until" ]; do
         as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
         stops=$((stops + 1))
         sleep 2
-        scripts/cluster.sh start "$dir" "$port"
+        cluster_start "$dir" "$port"
         ;;
     esac
     sleep 1
@@ -79,7 +82,7 @@ wait_up
 status=0
 wait "$load" || status=$?
 recovered=$(grep -c "automatic recovery in progress" "$dir/server.log" || true)
-echo "crash: $((term_waiting + kill_waiting + term_flight + kill_flight)) backends killed" \
+log "$((term_waiting + kill_waiting + term_flight + kill_flight)) backends killed" \
      "(waiting on a lock: $term_waiting pg_terminate_backend, $kill_waiting kill -9;" \
      "in flight: $term_flight pg_terminate_backend, $kill_flight kill -9), $stops immediate stops," \
      "$recovered crash recoveries in the server log; load exit $status"

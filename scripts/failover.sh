@@ -12,17 +12,20 @@
 #   FAILOVER_SECONDS=120 scripts/failover.sh
 #   FAILOVER_ASYNC=1 scripts/failover.sh    # the control removed: asynchronous replication and the
 #                                           # standby cut off mid-run; the run must fail (exit 1)
-source "$(dirname "$0")/harness.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+make_work
+toolgate_cli
 seconds=${FAILOVER_SECONDS:-40}
 db=toolgate_failover
 
-start_cluster primary "${TOOLGATE_FAILOVER_PORT:-54451}"
+throwaway_cluster primary "${TOOLGATE_FAILOVER_PORT:-54451}"
 primary_port=$port primary=$work/primary
 sql "$primary/socket" "$primary_port" postgres -c "ALTER SYSTEM SET fsync = on" -c "SELECT pg_reload_conf()" >/dev/null
 
 # The standby: a base backup over loopback, configured to stream from the primary as standby1.
 standby=$work/standby
-standby_port=$(scripts/cluster.sh port $((primary_port + 1)))
+standby_port=$(free_port $((primary_port + 1)))
 mkdir -p "$standby/socket"
 chown postgres: "$standby" "$standby/socket"
 chmod 700 "$standby"
@@ -33,7 +36,7 @@ unix_socket_directories = '$standby/socket'
 primary_conninfo = 'host=127.0.0.1 port=$primary_port user=postgres application_name=standby1'
 CONF
 clusters+=("$standby")
-scripts/cluster.sh start "$standby" "$standby_port"
+cluster_start "$standby" "$standby_port"
 
 # Synchronous from now on (set after the backup, so the standby does not wait for a standby).
 want=sync
@@ -49,8 +52,8 @@ for _ in $(seq 1 120); do
     [ "$state" = "$want" ] && break
     sleep 0.5
 done
-[ "$state" = "$want" ] || { echo "failover: the standby never streamed ($want)" >&2; exit 1; }
-echo "failover: primary 127.0.0.1:$primary_port, standby 127.0.0.1:$standby_port streaming ($state)"
+[ "$state" = "$want" ] || { log "the standby never streamed ($want)" >&2; exit 1; }
+log "primary 127.0.0.1:$primary_port, standby 127.0.0.1:$standby_port streaming ($state)"
 
 # The first half: load on the primary, journal of every call, the primary lost mid-run.
 "$TOOLGATE_BIN" load --host "$primary/socket" --port "$primary_port" --dbname "$db" --keys "$work/keys" --crash \
@@ -65,19 +68,19 @@ if [ -n "${FAILOVER_ASYNC:-}" ]; then
     # The standby loses its primary; asynchronous commits go on without it.
     sql "$standby/socket" "$standby_port" postgres -c "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1'" \
         -c "SELECT pg_reload_conf()" >/dev/null
-    echo "failover: standby cut off from the primary (FAILOVER_ASYNC)"
+    log "standby cut off from the primary (FAILOVER_ASYNC)"
     sleep $((seconds / 3))
 else
     sleep $((seconds * 2 / 3))
 fi
 committed=$(sql "$primary/socket" "$primary_port" "$db" -c "SELECT count(*) FROM toolgate.audit")
 as_postgres "$PGBIN/pg_ctl" -D "$primary/data" -m immediate -w stop >/dev/null
-echo "failover: primary stopped (immediate) under load, about $committed calls committed on it"
+log "primary stopped (immediate) under load, about $committed calls committed on it"
 wait "$load"
 
 # The second half: promote the standby, retry everything on it.
 as_postgres "$PGBIN/pg_ctl" -D "$standby/data" -w promote >/dev/null
 [ "$(sql "$standby/socket" "$standby_port" postgres -c "SELECT pg_is_in_recovery()")" = f ]
-echo "failover: standby promoted"
+log "standby promoted"
 "$TOOLGATE_BIN" load --host "$standby/socket" --port "$standby_port" --dbname "$db" --keys "$work/keys" \
     --connections 8 --retry-journal "$work/journal"

@@ -11,17 +11,15 @@
 # The corpus grows in FUZZ_WORK (target/fuzz-work) from the seeds in fuzz/seeds/; a crash is kept
 # there under artifacts/TARGET/ and printed with the command that replays it. Prints, per target,
 # the inputs tried, the time and the crashes; exits 1 if any target crashed.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-export PATH="$HOME/.cargo/bin:$PATH"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
 seconds=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(token args digest)
 
 if ! cargo fuzz --version 2>/dev/null | grep -q '0\.13\.'; then
-    echo "fuzz: installing cargo-fuzz 0.13.2 (a few minutes)"
+    log "installing cargo-fuzz 0.13.2 (a few minutes)"
     cargo install cargo-fuzz --version 0.13.2 --locked --quiet
 fi
 work=$(realpath -m "${FUZZ_WORK:-target/fuzz-work}")
@@ -29,7 +27,7 @@ export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-$root/target/fuzz}
 flags=(--sanitizer none --debug-assertions --fuzz-dir "$root/fuzz")
 
 mkdir -p "$work"
-echo "fuzz: building ${targets[*]}"
+log "building ${targets[*]}"
 for t in "${targets[@]}"; do
     if ! cargo fuzz build "${flags[@]}" "$t" >"$work/build.log" 2>&1; then
         cat "$work/build.log" >&2
@@ -46,31 +44,31 @@ for t in "${targets[@]}"; do
     [ -d "fuzz/seeds/$t" ] && seeds=("$root/fuzz/seeds/$t")
     dict=()
     [ "$t" != token ] && dict=(-dict="$root/fuzz/args.dict")
-    log=$work/$t.log
+    run_log=$work/$t.log
     rc=0
     cargo fuzz run "${flags[@]}" "$t" "$corpus" "${seeds[@]}" -- \
         -max_total_time="$seconds" -artifact_prefix="$artifacts/" -print_final_stats=1 "${dict[@]}" \
-        >"$log" 2>&1 || rc=$?
-    runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)
-    secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+        >"$run_log" 2>&1 || rc=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$run_log" | tail -1)
+    secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$run_log" | tail -1)
     crashes=$(find "$artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
     if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then
-        echo "fuzz: $t failed without leaving an artifact (exit $rc):" >&2
-        tail -30 "$log" >&2
+        log "$t failed without leaving an artifact (exit $rc):" >&2
+        tail -30 "$run_log" >&2
         crashed=1
     fi
     corpus_size=$(find "$corpus" -type f | wc -l)
     line=$(printf '%-7s inputs tried %10s  seconds %5s  corpus %6s  crashes %s' "$t" "${runs:-?}" "${secs:-$seconds}" "$corpus_size" "$crashes")
-    echo "fuzz: $line"
+    log "$line"
     summary+=("$line")
     if [ "$crashes" != 0 ]; then
         crashed=1
-        grep -m5 -E 'panicked at|ERROR: libFuzzer' "$log" >&2 || true
+        grep -m5 -E 'panicked at|ERROR: libFuzzer' "$run_log" >&2 || true
         for a in "$artifacts"/*; do
-            echo "fuzz:   replay: cargo fuzz run ${flags[*]} $t $a" >&2
+            log "  replay: cargo fuzz run ${flags[*]} $t $a" >&2
         done
     fi
 done
 echo
-printf 'fuzz: %s\n' "${summary[@]}"
+for line in "${summary[@]}"; do log "$line"; done
 exit "$crashed"

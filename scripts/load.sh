@@ -10,7 +10,10 @@
 #                               # on a running cluster with pg_toolgate installed (scripts/test.sh's)
 #
 # LOAD_CONNECTIONS, LOAD_CALLS and LOAD_SEED change the run's shape.
-source "$(dirname "$0")/harness.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+make_work
+toolgate_cli
 calls=2000
 [ "${1:-}" = --long ] && calls=30000
 use_server "${TOOLGATE_LOAD_PORT:-54431}"

@@ -22,16 +22,17 @@
 #
 # Environment: MUTANTS_TARGET_DIR (target/mutants; the tree copy lives inside it), MUTANTS_PG
 # (target/pg-mutants, the private PostgreSQL), MUTANTS_WORK (a new /tmp/pg_toolgate-mutants.XXXXXX,
-# removed at exit unless given), MUTANTS_PORT (first port tried, 54501).
+# removed at exit unless given), MUTANTS_PORT (first port tried, 54501). The harness is
+# scripts/lib.sh; the editing of the tree is mutants/apply.py.
 #
 # Exit: 0 every mutant caught; 1 a mutant survived; 2 the harness could not judge (the baseline
 # fails, a named mutant does not build); 3 an edit no longer applies (re-anchor the mutant).
 # The whole script is one block, read before it runs: editing it meanwhile cannot derail a run.
 {
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-export PATH="$HOME/.cargo/bin:$PATH"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+# Stdout is the results table: the log goes to stderr.
+log_fd=2
 # A Rust backtrace in the server would only slow it; the clients' own are not needed either.
 unset RUST_BACKTRACE
 
@@ -46,35 +47,26 @@ case "${1:-}" in
 *) names=("$@") ;;
 esac
 for n in "${names[@]}"; do
-    [ -f "mutants/named/$n.toml" ] || { echo "mutants: no mutant named $n (mutants/named/$n.toml)" >&2; exit 2; }
+    [ -f "mutants/named/$n.toml" ] || { log "no mutant named $n (mutants/named/$n.toml)"; exit 2; }
 done
 
 target=$(realpath -m "${MUTANTS_TARGET_DIR:-target/mutants}")
-pgc=$(scripts/private-pg.sh "${MUTANTS_PG:-target/pg-mutants}")
-pgbin=$(dirname "$pgc")
-regress_bin=$(dirname "$pgbin")/lib/pgxs/src/test/regress/pg_regress
+# From here on PGBIN, PG_CONFIG and PG_REGRESS are the private copy's, for every cluster and suite.
+private_pg "${MUTANTS_PG:-target/pg-mutants}"
 suites=${MUTANTS_SUITES:-unit demo regress isolation it load}
 first_fail=${MUTANTS_FIRST_FAIL:-$([ "$mode" = gate ] && echo 1 || echo 0)}
 # Time-outs per suite, in seconds (the unmutated suites take about 2, 10 and 10 here); a mutant
 # that hangs a suite counts as a time-out, as cargo-mutants counts them.
 if [ "$mode" = gate ]; then t_demo=60 t_regress=180 t_it=90 t_load=180; else t_demo=300 t_regress=600 t_it=300 t_load=600; fi
-if [ -n "${MUTANTS_WORK:-}" ]; then
-    work=$MUTANTS_WORK; keep_work=1; mkdir -p "$work"
-else
-    work=$(mktemp -d /tmp/pg_toolgate-mutants.XXXXXX); keep_work=0
-fi
-chmod 711 "$work"
-pristine=$target/pristine tree=$target/tree bin=$work/bin
+pristine=$target/pristine tree=$target/tree
+if [ -n "${MUTANTS_WORK:-}" ]; then use_work "$MUTANTS_WORK"; else make_work; fi
+bin=$work/bin
 mkdir -p "$target" "$bin"
-port=$(scripts/cluster.sh port "${MUTANTS_PORT:-54501}")
-cleanup() {
-    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
-    [ -d "$tree" ] && [ -d "$pristine" ] && python3 mutants/apply.py sync "$pristine" "$tree" || true
-    [ "$keep_work" = 1 ] || rm -rf "$work"
-}
-trap cleanup EXIT
+port=$(free_port "${MUTANTS_PORT:-54501}")
+# At exit the tree is the unmutated copy again, then lib.sh's clean-up stops the cluster.
+clusters+=("$work/pg")
+trap 'if [ -d "$pristine" ]; then python3 mutants/apply.py sync "$pristine" "$tree" || true; fi; work_cleanup' EXIT
 export CARGO_TARGET_DIR=$target
-log() { printf '%s\n' "$*" >&2; }
 
 # The tree under test: the working tree's tracked and untracked-but-not-ignored files.
 rm -rf "$pristine"
@@ -82,32 +74,28 @@ mkdir -p "$pristine" "$tree"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$pristine"
 python3 mutants/apply.py sync "$pristine" "$tree"
 
-install_ext() { (cd "$tree" && cargo pgrx install --pg-config "$pgc") >"$1" 2>&1; }
+install_ext() { (cd "$tree" && cargo pgrx install --pg-config "$PG_CONFIG") >"$1" 2>&1; }
 
-log "mutants: building the unmutated tree in $target (the first time takes several minutes)"
+log "building the unmutated tree in $target (the first time takes several minutes)"
 t0=$(date +%s)
 install_ext "$work/build-baseline.log" || { cat "$work/build-baseline.log" >&2; exit 2; }
 (cd "$tree" && cargo build --quiet -p toolgate-cli) >"$work/build-cli.log" 2>&1 || { cat "$work/build-cli.log" >&2; exit 2; }
 cp "$target/debug/toolgate" "$bin/toolgate"
 # The client integration tests talk to the server only: build them once, unmutated, and keep them.
-(cd "$tree" && cargo test -p pg_toolgate --test '*' --no-run --message-format=json 2>"$work/build-it.log") |
-    python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        shutil.copy(m["executable"], sys.argv[1] + "/it-" + m["target"]["name"])
-' "$bin"
-ls "$bin"/it-* >/dev/null 2>&1 || { cat "$work/build-it.log" >&2; exit 2; }
+if ! (cd "$tree" && cargo test -p pg_toolgate --test '*' --no-run --message-format=json 2>"$work/build-it.log") |
+    python3 mutants/apply.py test-binaries "$bin" || ! ls "$bin"/it-* >/dev/null 2>&1; then
+    cat "$work/build-it.log" >&2
+    exit 2
+fi
 if [[ " $suites " == *" unit "* ]]; then
     (cd "$tree" && cargo test --quiet -p toolgate-core --no-run) >"$work/build-unit.log" 2>&1 || { cat "$work/build-unit.log" >&2; exit 2; }
 fi
-log "mutants: built in $(( $(date +%s) - t0 ))s"
+log "built in $(( $(date +%s) - t0 ))s"
 
 fresh_cluster() {
-    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    cluster_stop "$work/pg" >/dev/null 2>&1 || true
     rm -rf "$work/pg" "$work/keys-demo" "$work/keys-regress" "$work/keys-it" "$work/regress"
-    PGBIN=$pgbin scripts/cluster.sh start "$work/pg" "$port"
+    cluster_start "$work/pg" "$port"
 }
 
 # Each suite prints the names of the tests that failed, one a line, and returns 0 if it passed,
@@ -139,7 +127,7 @@ suite_regress() {
     local rc=0
     mkdir -p "$work/regress"
     TOOLGATE_ROOT=$tree TOOLGATE_BIN=$bin/toolgate TOOLGATE_KEYS=$work/keys-regress TOOLGATE_MINT=$tree/pg_test/mint \
-        timeout "$t_regress" "$regress_bin" --bindir="$pgbin" --host="$work/pg/socket" --port="$port" --user=postgres \
+        timeout "$t_regress" "$PG_REGRESS" --bindir="$PGBIN" --host="$work/pg/socket" --port="$port" --user=postgres \
         --dbname=toolgate_regress --inputdir="$tree/pg_test" --outputdir="$work/regress" \
         --schedule="$tree/pg_test/schedule" >"$work/regress.out" 2>&1 || rc=$?
     [ "$rc" = 0 ] && return 0
@@ -150,12 +138,13 @@ suite_regress() {
     return 1
 }
 
-# Run scripts/NAME.sh against the cluster: $2 its time-out, $3 a sed -E script that prints the
-# names of the tests that failed from the script's output.
+# Run scripts/NAME.sh (of the tree, with the private PostgreSQL: PGBIN is exported) against the
+# cluster: $2 its time-out, $3 a sed -E script that prints the names of the tests that failed
+# from the script's output.
 suite_script() {
     local name=$1 limit=$2 failed=$3 rc=0 out=$work/$1.out
     [ -x "$tree/scripts/$name.sh" ] || return 0
-    PGBIN=$pgbin TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
+    TOOLGATE_BIN=$bin/toolgate TOOLGATE_TMP=$work TOOLGATE_PG_HOST=$work/pg/socket TOOLGATE_PG_PORT=$port \
         timeout "$limit" "$tree/scripts/$name.sh" >"$out" 2>&1 || rc=$?
     [ "$rc" = 0 ] && return 0
     [ "$rc" = 124 ] && { echo "$name: time-out"; return 124; }
@@ -164,10 +153,6 @@ suite_script() {
     if [ -n "$names" ]; then echo "$names"; else echo "$name: error (exit $rc): $(tail -1 "$out" | cut -c1-160)"; fi
     return 1
 }
-
-suite_isolation() { suite_script isolation "$t_regress" 's/^ *(test )?([^ ]+) .*\.\.\. *(FAILED|failed).*$/isolation:\2/p'; }
-
-suite_load() { suite_script load "$t_load" 's/^ *\[BROKEN\] (.*)$/load:\1/p'; }
 
 suite_it() {
     local failed=0 timed_out=0 b name rc out
@@ -188,6 +173,19 @@ suite_it() {
     return "$failed"
 }
 
+# run_suite NAME: one suite of MUTANTS_SUITES.
+run_suite() {
+    case $1 in
+    unit) suite_unit ;;
+    demo) suite_demo ;;
+    regress) suite_regress ;;
+    isolation) suite_script isolation "$t_regress" 's/^ *(test )?([^ ]+) .*\.\.\. *(FAILED|failed).*$/isolation:\2/p' ;;
+    it) suite_it ;;
+    load) suite_script load "$t_load" 's/^ *\[BROKEN\] (.*)$/load:\1/p' ;;
+    *) echo "$1: no such suite (MUTANTS_SUITES)"; return 1 ;;
+    esac
+}
+
 # Run the suites against the installed build; print what failed; return 0 (all passed), 1 (a test
 # failed) or 124 (only time-outs). $1: whether the unit suite is relevant.
 run_suites() {
@@ -196,27 +194,27 @@ run_suites() {
     for s in $suites; do
         [ "$s" = unit ] && [ "$unit" != 1 ] && continue
         rc=0
-        "suite_$s" || rc=$?
+        run_suite "$s" || rc=$?
         [ "$rc" = 1 ] && caught=1
         [ "$rc" = 124 ] && timeouts=1
         if [ "$first_fail" = 1 ] && [ "$rc" != 0 ]; then break; fi
     done
-    PGBIN=$pgbin scripts/cluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    cluster_stop "$work/pg" >/dev/null 2>&1 || true
     [ "$caught" = 1 ] && return 1
     [ "$timeouts" = 1 ] && return 124
     return 0
 }
 
-log "mutants: baseline (the unmutated tree must pass every suite)"
+log "baseline (the unmutated tree must pass every suite)"
 t0=$(date +%s)
 rc=0
 baseline=$(run_suites 1) || rc=$?
 if [ "$rc" != 0 ]; then
-    log "mutants: the unmutated tree fails, nothing can be judged:"
-    log "$baseline"
+    log "the unmutated tree fails, nothing can be judged:"
+    printf '%s\n' "$baseline" >&2
     exit 2
 fi
-log "mutants: baseline passed in $(( $(date +%s) - t0 ))s"
+log "baseline passed in $(( $(date +%s) - t0 ))s"
 
 results=$work/results.tsv
 : >"$results"
@@ -253,21 +251,18 @@ if [ "$mode" = named ]; then
         if [ "$rc" != 0 ]; then python3 mutants/apply.py sync "$pristine" "$tree"; exit 3; fi
         judge "$name" "$files"
         if grep -q "^$name	unviable" "$results"; then
-            log "mutants: $name does not build: see $work/build-$name.log"; tail -20 "$work/build-$name.log" >&2
+            log "$name does not build: see $work/build-$name.log"; tail -20 "$work/build-$name.log" >&2
             python3 mutants/apply.py sync "$pristine" "$tree"; exit 2
         fi
     done
 else
-    command -v cargo-mutants >/dev/null || { log "mutants: --gate needs cargo-mutants (cargo install cargo-mutants --locked)"; exit 2; }
+    command -v cargo-mutants >/dev/null || { log "--gate needs cargo-mutants (cargo install cargo-mutants --locked)"; exit 2; }
     (cd "$tree" && cargo mutants --list --json -f 'src/gate/*.rs' -f src/config.rs -f src/entry.rs) >"$work/gate-mutants.json"
-    total=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$work/gate-mutants.json")
+    total=$(python3 mutants/apply.py count "$work/gate-mutants.json")
     gate_to=${gate_to:-$total}
-    log "mutants: cargo-mutants lists $total mutants in the gate code; judging $gate_from..$((gate_to - 1))"
+    log "cargo-mutants lists $total mutants in the gate code; judging $gate_from..$((gate_to - 1))"
     for ((i = gate_from; i < gate_to && i < total; i++)); do
-        desc=$(python3 -c '
-import json, sys
-m = json.load(open(sys.argv[1]))[int(sys.argv[2])]
-print(m["name"] if "name" in m else m)' "$work/gate-mutants.json" "$i")
+        desc=$(python3 mutants/apply.py describe "$work/gate-mutants.json" "$i")
         files=$(python3 mutants/apply.py listed "$tree" "$work/gate-mutants.json" "$i")
         judge "$i: $desc" "$files"
     done
@@ -281,6 +276,6 @@ while IFS=$'\t' read -r name verdict secs n failed; do
 done <"$results"
 echo
 awk -F'\t' -v secs=$(( $(date +%s) - t_all )) '{c[$2]++} END {printf "mutants: %d judged: %d caught, %d missed, %d timeout, %d unviable (%ds)\n", NR, c["caught"], c["MISSED"], c["timeout"], c["unviable"], secs}' "$results"
-[ "$keep_work" = 1 ] && echo "mutants: results in $results"
+[ -n "$work_kept" ] && echo "mutants: results in $results"
 exit "$survived"
 }

@@ -9,36 +9,30 @@
 #   7. the benchmark's smoke run, so the benchmark cannot rot
 #   8. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
 # Exits non-zero on the first suite that fails.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
 scripts/setup.sh
-
-root=$(pwd)
-work=$(mktemp -d /tmp/pg_toolgate-test.XXXXXX)
-chmod 711 "$work"
-cleanup() { scripts/cluster.sh stop "$work/pg" || true; rm -rf "$work"; }
-trap cleanup EXIT
-step() { printf '\n== %s\n' "$*"; }
+# The PostgreSQL setup.sh installed the extension into.
+pg_use "$PG_SYSTEM_BIN"
+toolgate_cli
+make_work
 
 step "1/8 unit tests (toolgate-core, toolgate-cli)"
 cargo test --quiet -p toolgate-core -p toolgate-cli
 
-step "2/8 #[pg_test] (cargo pgrx test pg15)"
+step "2/8 #[pg_test] (cargo pgrx test pg$PG_MAJOR)"
 mkdir -p "$work/pgrx-data"
 chown postgres: "$work/pgrx-data"
 # The filter keeps the client integration tests (step 4, which need a running server) out.
-cargo pgrx test pg15 --runas postgres --pgdata "$work/pgrx-data" "tests::pg_"
+cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$work/pgrx-data" "tests::pg_"
 # That installed a build with the test schema in it; put the real one back.
 scripts/install-extension.sh
 
 step "3/8 pg_regress scenarios as toolgate_agent (pg_test/)"
-port=$(scripts/cluster.sh port "${TOOLGATE_TEST_PORT:-54401}")
-scripts/cluster.sh start "$work/pg" "$port"
-export TOOLGATE_ROOT="$root" TOOLGATE_BIN="$root/target/debug/toolgate" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
-regress=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
+throwaway_cluster pg "${TOOLGATE_TEST_PORT:-54401}"
+export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
 mkdir -p "$work/regress"
-if ! "$regress" --bindir=/usr/lib/postgresql/15/bin --host="$work/pg/socket" --port="$port" --user=postgres \
+if ! "$PG_REGRESS" --bindir="$PGBIN" --host="$work/pg/socket" --port="$port" --user=postgres \
     --dbname=toolgate_regress --inputdir="$root/pg_test" --outputdir="$work/regress" --schedule="$root/pg_test/schedule"; then
     cat "$work/regress/regression.diffs" >&2 || true
     exit 1
