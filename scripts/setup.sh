@@ -9,6 +9,14 @@ cd "$root"
 # The system's PostgreSQL, whatever PGBIN says: this is what the package installs.
 pg_use "$PG_SYSTEM_BIN"
 
+# rust-toolchain.toml names the toolchain 1.95.0. Where rustup has Rust 1.95 only as "stable",
+# give it that name too (a link, nothing downloaded), before any cargo command reads the file.
+if ! rustup toolchain list | grep -q '^1\.95\.0'; then
+    if rustup run stable rustc --version | grep -q '^rustc 1\.95\.'; then
+        rustup toolchain link 1.95.0 "$(rustup run stable rustc --print sysroot)"
+    fi
+fi
+
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
