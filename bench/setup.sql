@@ -78,6 +78,9 @@ BEGIN
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench1', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at)
+    VALUES ('bench1', p_conversation, clock_timestamp())
+    ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET last_proposal_at = excluded.last_proposal_at;
     UPDATE toolgate.proposals SET status = 'superseded', decided_at = now()
      WHERE tenant_id = 'bench1' AND conversation_id = p_conversation AND status = 'live';
     INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, args_digest,

@@ -163,6 +163,15 @@ CREATE TABLE toolgate.proposals (
 CREATE UNIQUE INDEX proposals_one_live_per_conversation
     ON toolgate.proposals (tenant_id, conversation_id) WHERE status = 'live';
 
+-- One row per conversation that ever had a proposal: the lock that serializes its proposals (a
+-- row no client can reach, unlike an advisory lock), and when it last had one.
+CREATE TABLE toolgate.conversations (
+    tenant_id        text NOT NULL,
+    conversation_id  text NOT NULL,
+    last_proposal_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id)
+);
+
 -- Calls admitted per (tenant, conversation, tool). The tenant leads the key: conversation ids
 -- are the caller's and may collide across tenants.
 CREATE TABLE toolgate.quota_usage (
@@ -298,6 +307,7 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history_history_id_s
 SELECT pg_catalog.pg_extension_config_dump('toolgate.write_switches', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.proposals', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.conversations', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');

@@ -33,8 +33,6 @@ impl AdminError {
 pub enum GateError {
     #[error("pg_toolgate: the gate needs a read-write transaction")]
     ReadOnly,
-    #[error("pg_toolgate: the conversation changed under this call; retry it with the same key")]
-    Contended,
     #[error("pg_toolgate: internal error (the server log has the details)")]
     Internal,
 }
@@ -43,7 +41,6 @@ impl GateError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
             GateError::ReadOnly => PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            GateError::Contended => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             GateError::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
         }
     }

@@ -14,10 +14,6 @@ use super::identity::{refused, registered_key};
 use super::{clock, Deny, Step};
 use crate::spi;
 
-/// Tries at superseding the conversation's live proposal before giving up: each failed try
-/// means another call put a live proposal in this conversation and committed meanwhile.
-const SUPERSEDE_TRIES: usize = 8;
-
 /// Store a proposal, superseding the conversation's live one, and return what the person sees.
 pub fn propose(
     who: &Identity,
@@ -37,47 +33,45 @@ pub fn propose(
         .expect("one row")
     });
     let text = intent.text(&who.tenant, tier) + &proposal::consent_hint(tier, challenge.as_deref());
-    // One live proposal per conversation, kept by the unique index on live proposals and nothing
-    // else: supersede the live one, then insert unless another call's live one got in first (the
-    // insert waits for that call's transaction); then supersede that one too. No advisory lock: a
-    // client could take it and hold the conversation.
-    for _ in 0..SUPERSEDE_TRIES {
-        spi::run(
-            "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.clock_timestamp() \
-             WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
-            &[who.tenant.clone().into(), conversation.into()],
-        );
-        let inserted = spi::one(
-            "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
-             args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
-             expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
-             pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14)) \
-             ON CONFLICT (tenant_id, conversation_id) WHERE status = 'live' DO NOTHING \
-             RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
-            &[
-                who.tenant.clone().into(),
-                conversation.into(),
-                who.sub.clone().into(),
-                tool.into(),
-                intent.target().into(),
-                args.value.to_string().into(),
-                args.digest.clone().into(),
-                args.str("idempotency_key").into(),
-                text.clone().into(),
-                tier.into(),
-                challenge.clone().into(),
-                args.schema_version.into(),
-                policy.version.into(),
-                policy.confirm_ttl_seconds.into(),
-            ],
-            |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
-        );
-        if let Some(view) = inserted {
-            return view;
-        }
-    }
-    // Only a conversation flooded with concurrent proposals gets here; the client retries.
-    crate::error::GateError::Contended.raise()
+    // One live proposal per conversation. The conversation's own row is the lock: a concurrent
+    // proposal waits here for this one's transaction, then supersedes it (no advisory lock, which
+    // any client could take and hold). The unique index on live proposals backs it up.
+    spi::run(
+        "INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at) \
+         VALUES ($1, $2, pg_catalog.clock_timestamp()) ON CONFLICT (tenant_id, conversation_id) \
+         DO UPDATE SET last_proposal_at = excluded.last_proposal_at",
+        &[who.tenant.clone().into(), conversation.into()],
+    );
+    spi::run(
+        "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.clock_timestamp() \
+         WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
+        &[who.tenant.clone().into(), conversation.into()],
+    );
+    spi::one(
+        "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
+         args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
+         expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
+         pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14)) \
+         RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
+        &[
+            who.tenant.clone().into(),
+            conversation.into(),
+            who.sub.clone().into(),
+            tool.into(),
+            intent.target().into(),
+            args.value.to_string().into(),
+            args.digest.clone().into(),
+            args.str("idempotency_key").into(),
+            text.clone().into(),
+            tier.into(),
+            challenge.into(),
+            args.schema_version.into(),
+            policy.version.into(),
+            policy.confirm_ttl_seconds.into(),
+        ],
+        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
+    )
+    .expect("INSERT … RETURNING returns the row")
 }
 
 /// A proposal as `confirm` finds it, locked.
