@@ -123,11 +123,13 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
     rows = load(results)
     clients = sorted({c for (label, c) in rows if not label.startswith("scale-")})
     today = datetime.date.today().isoformat()
+    # scripts/bench.sh names the server's version (pg_config --version); 15 when run by hand.
+    pg = os.environ.get("BENCH_PG", "PostgreSQL 15")
     out = []
     out.append("# Benchmarks: what the gate costs\n")
     n_rounds = max(v[5] for (label, c), v in rows.items() if not label.startswith("scale-"))
     out.append(f"Measured {today} on this project's machine ({cores} cores) by `scripts/bench.sh`: one run, one "
-               "throwaway PostgreSQL 15 cluster (fsync and synchronous_commit on, shared_buffers 512MB), the "
+               f"throwaway {pg} cluster (fsync and synchronous_commit on, shared_buffers 512MB), the "
                "release build, pgbench `-M prepared` custom scripts from `bench/` over loopback. At each "
                f"concurrency the workloads take turns for {n_rounds} round(s) of equal duration; each figure is "
                "the workload's median round, and the TPS range is its slowest and fastest round. TPS counts "

@@ -5,6 +5,8 @@
 #                               # 1, 4 and 16, the scale series; writes docs/benchmarks.md and
 #                               # docs/benchmarks.svg and prints the table (about 10 minutes)
 #   scripts/bench.sh --smoke    # seconds: the installed build, concurrency 1, nothing written
+#   scripts/bench.sh --pg 18    # the same on PostgreSQL 18 (default 15, TOOLGATE_PG); a full run
+#                               # writes docs/benchmarks-pg18.md and .svg: 15's stay as they are
 #
 # Run scripts/setup.sh once first (as the README says). BENCH_SECONDS, BENCH_ROUNDS,
 # BENCH_CLIENTS and BENCH_SIZES shorten a run while working on it; the published figures use the
@@ -21,7 +23,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
 smoke=false
-[ "${1:-}" = --smoke ] && smoke=true
+while [ $# -gt 0 ]; do
+    case $1 in
+    --smoke) smoke=true ;;
+    --pg) pg_version "${2:?--pg MAJOR}"; shift ;;
+    *) log "usage: bench.sh [--smoke] [--pg MAJOR]" >&2; exit 2 ;;
+    esac
+    shift
+done
+# The default version's figures are docs/benchmarks.md; another's get the version in their name.
+doc=docs/benchmarks
+[ "$PG_MAJOR" = "$PG_DEBIAN" ] || doc=docs/benchmarks-pg$PG_MAJOR
 
 if $smoke; then
     duration=${BENCH_SECONDS:-2}
@@ -30,7 +42,7 @@ if $smoke; then
     sizes=()
     orders=20000
     prepared=2000
-    pg_use "$PG_SYSTEM_BIN"   # the build scripts/setup.sh installed
+    pg_use "$PG_INSTALL_BIN"   # the build scripts/setup.sh installed
 else
     duration=${BENCH_SECONDS:-5}
     rounds=${BENCH_ROUNDS:-3}
@@ -38,8 +50,8 @@ else
     read -r -a sizes <<<"${BENCH_SIZES:-1000 100000 1000000}"
     orders=600000
     prepared=${BENCH_CONFIRMATIONS:-80000}
-    private_pg target/pg-bench
-    log "release build into a private PostgreSQL copy (target/pg-bench)"
+    private_pg "target/pg-bench-$PG_MAJOR"
+    log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
     CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
 fi
 toolgate_cli
@@ -180,6 +192,6 @@ psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1
 CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --example costs >"$work/costs.txt"
 
 cores=$(nproc)
-python3 bench/report.py report "$results" "$cores" docs/benchmarks.md docs/benchmarks.svg \
+BENCH_PG="$("$PG_CONFIG" --version)" python3 bench/report.py report "$results" "$cores" "$doc.md" "$doc.svg" \
     "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt"
-cat docs/benchmarks.md
+cat "$doc.md"
