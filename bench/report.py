@@ -4,6 +4,9 @@
   report.py latency LOGDIR LABEL WORKLOAD CLIENTS TPS
       reads pgbench's per-transaction logs in LOGDIR and prints one TSV line:
       label, workload, clients, tps, p50 ms, p99 ms
+  report.py versions MARKDOWN OTHER…
+      adds to MARKDOWN (the default version's report) a section with its ratios beside those of
+      the OTHER reports (other PostgreSQL versions), replacing the section if it is there
   report.py report RESULTS CORES MARKDOWN SVG PROFILE REPLAY COSTS
       RESULTS holds one such line per round of a workload; each workload's figures are its
       median round (the table also gives the lowest and highest TPS of its rounds). Writes the
@@ -15,6 +18,7 @@
 import datetime
 import glob
 import os
+import re
 import statistics
 import sys
 from xml.sax.saxutils import escape
@@ -123,12 +127,13 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
     rows = load(results)
     clients = sorted({c for (label, c) in rows if not label.startswith("scale-")})
     today = datetime.date.today().isoformat()
-    # scripts/bench.sh names the server's version (pg_config --version); 15 when run by hand.
+    # scripts/bench.sh names the server's version (pg_config --version) and the commit measured.
     pg = os.environ.get("BENCH_PG", "PostgreSQL 15")
+    commit = os.environ.get("BENCH_COMMIT")
     out = []
     out.append("# Benchmarks: what the gate costs\n")
     n_rounds = max(v[5] for (label, c), v in rows.items() if not label.startswith("scale-"))
-    out.append(f"Measured {today} on this project's machine ({cores} cores) by `scripts/bench.sh`: one run, one "
+    out.append(f"Measured {today}{f', at commit {commit},' if commit else ''} on this project's machine ({cores} cores) by `scripts/bench.sh`: one run, one "
                f"throwaway {pg} cluster (fsync and synchronous_commit on, shared_buffers 512MB), the "
                "release build, pgbench `-M prepared` custom scripts from `bench/` over loopback. At each "
                f"concurrency the workloads take turns for {n_rounds} round(s) of equal duration; each figure is "
@@ -168,7 +173,7 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
     if profile_path and replay_path and costs_path:
         out.extend(profile_section(profile_path, replay_path, costs_path))
     out.append("")
-    out.append("![TPS per workload and concurrency](benchmarks.svg)")
+    out.append(f"![TPS per workload and concurrency]({os.path.basename(svg_path)})")
     with open(md_path, "w") as f:
         f.write("\n".join(out) + "\n")
     write_svg(rows, clients, cores, today, svg_path)
@@ -212,10 +217,66 @@ def write_svg(rows, clients, cores, today, path):
         f.write("\n".join(svg) + "\n")
 
 
+VERSIONS_HEADING = "## PostgreSQL versions side by side"
+
+
+def ratios_of(md_path):
+    """A report's version, its date (and commit), and its ratio table: {(ratio, clients): (value, target)}."""
+    with open(md_path) as f:
+        text = f.read()
+    version = re.search(r"throwaway (PostgreSQL [0-9.]+) cluster", text).group(1)
+    # "Measured DATE, at commit C," (written by report) or "Measured DATE (published in commit C)".
+    measured = re.search(r"^Measured ([0-9-]+)(?:, at commit ([0-9a-f]+),| \(published in commit ([0-9a-f]+)\))?",
+                         text, re.M)
+    commit = measured.group(2) or measured.group(3)
+    label = measured.group(1) + (f", {commit}" if commit else "")
+    table = text.split("## Ratios and targets", 1)[1].split("\n## ", 1)[0]
+    ratios = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].isdigit():
+            ratios[(cells[0], cells[1])] = (cells[2], cells[3])
+    return version, label, ratios
+
+
+def versions(md_path, *others):
+    reports = [ratios_of(p) for p in (md_path, *others)]
+    keys = list(reports[0][2])
+    keys += [k for _, _, r in reports[1:] for k in r if k not in keys]
+    out = [VERSIONS_HEADING, "",
+           "The same workloads and ratios on each PostgreSQL version pg_toolgate supports, each from its own full "
+           "run of `scripts/bench.sh` (`--pg 18` for 18; its whole report: "
+           + ", ".join(f"[{os.path.basename(p)}]({os.path.basename(p)})" for p in others)
+           + "). The runs were made at different times on a shared machine: compare ratios, not TPS across "
+           "runs.", "",
+           "| ratio | clients | " + " | ".join(f"{v} ({label})" for v, label, _ in reports) + " | target |",
+           "|---|---:|" + "---:|" * len(reports) + "---:|"]
+    for k in keys:
+        target = next(r[k][1] for _, _, r in reports if k in r)
+        out.append(f"| {k[0]} | {k[1]} | " + " | ".join(r[k][0] if k in r else "—" for _, _, r in reports)
+                   + f" | {target} |")
+    with open(md_path) as f:
+        text = f.read()
+    section = "\n".join(out) + "\n\n"
+    if VERSIONS_HEADING in text:
+        before, after = text.split(VERSIONS_HEADING, 1)
+        rest = after.split("\n## ", 1)
+        text = before + section + ("## " + rest[1] if len(rest) > 1 else "")
+    else:
+        # After the ratio table: the section the versions are compared by.
+        before, after = text.split("## Ratios and targets", 1)
+        rest = after.split("\n## ", 1)
+        text = before + "## Ratios and targets" + rest[0] + "\n" + section + ("## " + rest[1] if len(rest) > 1 else "")
+    with open(md_path, "w") as f:
+        f.write(text)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(*sys.argv[2:7])
     elif sys.argv[1] == "report":
         report(*sys.argv[2:9])
+    elif sys.argv[1] == "versions":
+        versions(*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -192,6 +192,10 @@ psql_ -d toolgate_bench -At -F $'\t' -c "SELECT calls, round((mean_exec_time * 1
 CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --example costs >"$work/costs.txt"
 
 cores=$(nproc)
-BENCH_PG="$("$PG_CONFIG" --version)" python3 bench/report.py report "$results" "$cores" "$doc.md" "$doc.svg" \
+BENCH_PG="$("$PG_CONFIG" --version)" BENCH_COMMIT="$(git rev-parse --short HEAD)" \
+    python3 bench/report.py report "$results" "$cores" "$doc.md" "$doc.svg" \
     "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt"
 cat "$doc.md"
+# docs/benchmarks.md gets every other version's ratios beside its own (whichever run this was).
+mapfile -t others < <(find docs -maxdepth 1 -name 'benchmarks-pg*.md' | sort)
+[ ${#others[@]} -eq 0 ] || python3 bench/report.py versions docs/benchmarks.md "${others[@]}"
