@@ -21,8 +21,8 @@ pub async fn confirmations(db: &Client, identity: &str, channel: &Signer, count:
         &[&count],
     )
     .await?;
-    // A proposal takes a transaction-scoped advisory lock on its conversation: a thousand calls a
-    // statement (each its own transaction) keep the lock table within its default size.
+    // A thousand calls a statement: each proposal keeps its conversation's row locked until the
+    // statement's transaction ends, and a statement of a thousand keeps that transaction small.
     for first in (1..=count).step_by(1000) {
         let last = (first + 999).min(count);
         db.execute(
