@@ -130,6 +130,21 @@ fn order(tenant: &str, order_id: &str) -> Option<Order> {
     )
 }
 
+/// Lock the order a proposal of the caller's tenant targets, before `confirm` locks the proposal
+/// itself: the two rows in the order a call takes them (its target in step 4, the conversation's
+/// live proposal in step 7). Taken the other way round, a confirmation holding the proposal and a
+/// new proposal for the same order in its conversation wait for each other until one of them
+/// dies in a deadlock. Reads nothing: an unknown proposal or order locks nothing, and the steps
+/// after it decide.
+pub fn lock_proposal_target(tenant: &str, proposal_id: &str) {
+    spi::run(
+        "SELECT 1 FROM toolgate.work_orders w JOIN toolgate.proposals p \
+         ON (w.tenant_id, w.order_id) = (p.tenant_id, p.target) \
+         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE OF w",
+        &[proposal_id.into(), tenant.into()],
+    );
+}
+
 fn part(tenant: &str, part_id: &str) -> Option<Part> {
     spi::one(
         "SELECT part_id, name, unit_price::text, max_quantity FROM toolgate.parts \

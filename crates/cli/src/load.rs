@@ -459,5 +459,10 @@ async fn judge(root: &Client, calls: &[Call], mix: &Mix, crash: bool, retried: &
     for v in client.iter().take(10) {
         println!("    violation: {v}");
     }
+    for c in calls.iter().filter(|c| matches!(c.fate, Fate::Raised(_))).take(10) {
+        if let Fate::Raised(e) = &c.fate {
+            println!("    raised: call {} ({}): {e}", c.seq, c.op);
+        }
+    }
     Ok(violations + raised + client.len() as i64 + retried.duplicates as i64)
 }

@@ -230,9 +230,18 @@ impl Conn {
         let fate = match (reply, commit) {
             (Ok(row), Ok(())) => Fate::Replied(row.get(0)),
             (Err(e), _) | (_, Err(e)) if connection_lost(&e) => Fate::Lost,
-            (Err(e), _) | (_, Err(e)) => Fate::Raised(format!("{e}")),
+            (Err(e), _) | (_, Err(e)) => Fate::Raised(raised(&e)),
         };
         Some((xid, fate))
+    }
+}
+
+/// What a call that raised was told: the server's SQLSTATE and message when it sent one (the
+/// error's own text says only "db error").
+fn raised(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => format!("{e}"),
     }
 }
 
