@@ -13,7 +13,8 @@ GRANT EXECUTE ON FUNCTION
     toolgate.read_order(text, text),
     toolgate.request_close(text, text, jsonb),
     toolgate.request_purchase_part(text, text, jsonb),
-    toolgate.confirm(text, text)
+    toolgate.confirm(text, text),
+    toolgate.call(text, text, text, jsonb)
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.
@@ -22,15 +23,17 @@ GRANT EXECUTE ON FUNCTION
     toolgate.add_key(text, text, text, text),
     toolgate.revoke_key(text),
     toolgate.set_tool_schema(text, jsonb),
-    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric),
+    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[]),
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb),
+    toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.tools, toolgate.tool_schemas,
-                toolgate.policies, toolgate.policy_history, toolgate.write_switches
+                toolgate.policies, toolgate.policy_history, toolgate.write_switches,
+                toolgate.tool_bindings, toolgate.tool_history
 TO toolgate_admin;
 
 -- On-call: turn writes off (the function refuses to turn them on), see the switches.

@@ -2,6 +2,7 @@
 //! ends the call with an audited outcome, and nothing after it runs.
 
 pub mod authorization;
+pub mod binding;
 pub mod confirmation;
 pub mod contract;
 pub mod domain;
@@ -17,7 +18,7 @@ use toolgate_core::token::Identity;
 use toolgate_core::{digest, untrusted};
 
 use crate::audit::Audit;
-use crate::{config, spi};
+use crate::{config, context, spi};
 use confirmation::Answer;
 use idempotency::Reservation;
 
@@ -93,10 +94,12 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
     // 1. Identity: tenant, actor and role from a verified token, never from the arguments.
     let who = audit.step("identity", identity::verify(call.identity))?;
     audit.identity(&who);
+    context::identify(&who.tenant, &who.sub, &who.role);
 
     // 2. Contract: a known tool, arguments that fit its schema, finite numbers.
     let conversation = audit.step("contract", contract::conversation(call.conversation_id))?;
     audit.conversation(conversation);
+    context::converse(conversation);
     let checked = contract::check(call.tool, call.args, call.oversize, audit);
     let args = audit.step("contract", checked)?;
     if let Some(id) = args.value.get("order_id").and_then(Value::as_str) {
@@ -130,6 +133,9 @@ fn decide(
     let authorized = authorization::authorize(who, tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
     let target = audit.step("authorization", domain::target(who, tool, args))?;
+    if let domain::Target::Defined { target, .. } = &target {
+        audit.target(&target.id);
+    }
 
     // 5. Domain rules against the ERP's current state: value from the catalogue, budget.
     let intent = audit.step("domain", domain::check(args, &policy, &target))?;
@@ -177,12 +183,15 @@ pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>) -
 fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, audit: &mut Audit) -> Step<Reply> {
     let who = audit.step("identity", identity::verify(identity_token))?;
     audit.identity(&who);
+    context::identify(&who.tenant, &who.sub, &who.role);
     let answer = audit.step("confirmation", confirmation::verify_token(confirmation_token, &who))?;
     let p = audit.step("confirmation", confirmation::load(&who, &answer.proposal))?;
     audit.tool(&p.tool);
     audit.conversation(&p.conversation);
     audit.target(&p.target);
     audit.proposal(&p.id);
+    context::converse(&p.conversation);
+    context::proposal(&p.id);
     let judged = confirmation::judge(&p, &who, &answer);
     if judged.is_err() {
         confirmation::expire(&p);
