@@ -48,7 +48,9 @@ CREATE TABLE toolgate.tools (
     sensitive   boolean NOT NULL,
     description text NOT NULL,
     -- NULL for the tools the extension ships; who defined it (toolgate.define_tool) otherwise.
-    defined_by  text
+    defined_by  text,
+    -- A write tool (toolgate.call, the gate's eight steps) or a read tool (toolgate.read).
+    kind        text NOT NULL DEFAULT 'write' CHECK (kind IN ('write', 'read'))
 );
 
 -- JSON Schemas (draft 2020-12) per tool, append-only: the newest version is in force and every

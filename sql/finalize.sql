@@ -14,7 +14,8 @@ GRANT EXECUTE ON FUNCTION
     toolgate.request_close(text, text, jsonb),
     toolgate.request_purchase_part(text, text, jsonb),
     toolgate.confirm(text, text),
-    toolgate.call(text, text, text, jsonb)
+    toolgate.call(text, text, text, jsonb),
+    toolgate.read(text, text, jsonb)
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.
@@ -28,6 +29,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb),
     toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text),
+    toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.

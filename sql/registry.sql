@@ -14,15 +14,25 @@
 -- consent: the template of the text a person reads before a tier >= 1 effect (NULL: the gate's
 -- own). Placeholders {tenant}, {tool}, {target.id}, {target.state}, {value.amount},
 -- {value.account}, {value.available} and {args.NAME}; the gate fills and quotes every value.
+-- A read tool (define_read_tool) has one function instead:
+--   reader  returns what was asked, in ctx->>'tenant', or NULL (target_not_found); the strings at
+--           the JSON Pointers in `untrusted` (a segment * is every element of an array) come back
+--           marked as untrusted third-party data. Nothing a reader writes is kept.
 CREATE TABLE toolgate.tool_bindings (
     tool       text PRIMARY KEY REFERENCES toolgate.tools,
-    target     regprocedure NOT NULL,
+    kind       text NOT NULL CHECK (kind IN ('write', 'read')),
+    target     regprocedure,
     value      regprocedure,
-    effect     regprocedure NOT NULL,
+    effect     regprocedure,
+    reader     regprocedure,
+    untrusted  text[] NOT NULL DEFAULT '{}',
     consent    text,
     version    integer NOT NULL,
     defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    defined_by text NOT NULL
+    defined_by text NOT NULL,
+    CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
+                     ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
+                          AND consent IS NULL END)
 );
 
 -- Every version of every definition: who changed it, when, from what to what.
@@ -130,6 +140,9 @@ BEGIN
         RAISE EXCEPTION 'tool % ships with pg_toolgate and cannot be redefined', tool
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.kind <> 'write') THEN
+        RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF sensitive AND value IS NULL THEN
         RAISE EXCEPTION 'a sensitive tool needs a value function (the money at stake)'
             USING ERRCODE = 'invalid_parameter_value';
@@ -162,8 +175,8 @@ BEGIN
           FROM toolgate.tool_schemas s WHERE s.tool = define_tool.tool;
     END IF;
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
-    INSERT INTO toolgate.tool_bindings AS b (tool, target, value, effect, consent, version, defined_by)
-    VALUES (tool, target, value, effect, consent, 1, who)
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, version, defined_by)
+    VALUES (tool, 'write', target, value, effect, consent, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
         version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
@@ -177,6 +190,78 @@ BEGIN
 END
 $$;
 
+-- Define or redefine a read tool: its schema and the reader function, and the JSON Pointers of
+-- the third-party text in what it returns. The same checks as define_tool; no retry key needed.
+CREATE FUNCTION toolgate.define_read_tool(
+    tool text,
+    description text,
+    schema jsonb,
+    reader regprocedure,
+    untrusted text[] DEFAULT '{}'
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    fault text;
+    newest jsonb;
+    before toolgate.tool_bindings;
+    after toolgate.tool_bindings;
+BEGIN
+    IF tool IS NULL OR tool !~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF description IS NULL OR pg_catalog.btrim(description) = '' OR schema IS NULL OR reader IS NULL
+       OR untrusted IS NULL THEN
+        RAISE EXCEPTION 'define_read_tool needs a description, a schema, a reader function and untrusted'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_read_tool.tool
+                 AND (t.defined_by IS NULL OR t.kind <> 'read')) THEN
+        RAISE EXCEPTION 'tool % is already a write tool', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(untrusted) p WHERE p IS NULL OR (p <> '' AND p !~ '^/.{0,199}$')) THEN
+        RAISE EXCEPTION 'untrusted holds JSON Pointers: empty or starting with /'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    fault := toolgate.binding_fault(reader, 'reader');
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
+    END IF;
+    PERFORM toolgate.check_tool_schema(schema);
+
+    INSERT INTO toolgate.tools AS t (tool, sensitive, description, defined_by, kind)
+    VALUES (tool, false, description, who, 'read')
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
+        description = excluded.description, defined_by = excluded.defined_by;
+    SELECT s.schema INTO newest FROM toolgate.tool_schemas s
+     WHERE s.tool = define_read_tool.tool ORDER BY s.version DESC LIMIT 1;
+    IF newest IS DISTINCT FROM schema THEN
+        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
+        SELECT define_read_tool.tool, coalesce(max(s.version), 0) + 1, define_read_tool.schema, who
+          FROM toolgate.tool_schemas s WHERE s.tool = define_read_tool.tool;
+    END IF;
+    SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_read_tool.tool;
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, reader, untrusted, version, defined_by)
+    VALUES (tool, 'read', reader, untrusted, 1, who)
+    ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
+        reader = excluded.reader, untrusted = excluded.untrusted,
+        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+    RETURNING * INTO after;
+    INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tool, after.version, pg_catalog.now(), who,
+            CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
+            pg_catalog.to_jsonb(after) || pg_catalog.jsonb_build_object('description', description));
+    RETURN after.version;
+END
+$$;
+
+-- Any read tool a DBA defined: identity, schema, the policy row and role, then the reader.
+CREATE FUNCTION toolgate.read(identity text, tool text, args jsonb) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'read_wrapper';
+
 -- Any write tool, the shipped ones and the defined ones: the whole gate (src/entry.rs).
 CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, args jsonb) RETURNS jsonb
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -186,5 +271,9 @@ COMMENT ON FUNCTION toolgate.call(text, text, text, jsonb) IS
     'Call any write tool (shipped or defined with define_tool): the whole gate runs.';
 COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text) IS
     'Define or redefine a write tool bound to the DBA''s own functions; versioned in tool_history.';
+COMMENT ON FUNCTION toolgate.read(text, text, jsonb) IS
+    'Call a read tool defined with define_read_tool: third-party text comes back marked untrusted.';
+COMMENT ON FUNCTION toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]) IS
+    'Define or redefine a read tool bound to the DBA''s reader function; versioned in tool_history.';
 COMMENT ON FUNCTION toolgate.current_tenant() IS
     'The verified tenant of the gate call in progress (NULL outside one): for the ERP''s row-level security.';

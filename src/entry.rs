@@ -52,6 +52,15 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
 
 pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbText, arg_only = "jsonb");
 
+/// An argument's text, and whether its datum was too large to render at all.
+fn rendered(args: &Option<JsonbText>) -> (Option<&str>, bool) {
+    match args {
+        Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
+        Some(JsonbText(None)) => (None, true),
+        None => (None, false),
+    }
+}
+
 /// Every agent entry point's body. A read-only transaction (or a standby) is refused before
 /// anything is read, with one fixed error and a LOG line: no token is judged, so the error says
 /// nothing about it. Any error the body raises reaches the client as its SQLSTATE and message
@@ -83,11 +92,7 @@ fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
 
 fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
     guarded(tool, || {
-        let (args, oversize) = match &args {
-            Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
-            Some(JsonbText(None)) => (None, true),
-            None => (None, false),
-        };
+        let (args, oversize) = rendered(&args);
         let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize });
         JsonB(reply.to_json())
     })
@@ -109,6 +114,16 @@ fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str
     // The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
     let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
     write_call(tool, identity, conversation_id, args)
+}
+
+/// Any read tool a DBA defined (`toolgate.define_read_tool`).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
+    guarded(tool, || {
+        let (args, oversize) = rendered(&args);
+        JsonB(gate::read(identity, tool, args, oversize).to_json())
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]

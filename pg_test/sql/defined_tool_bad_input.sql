@@ -63,7 +63,10 @@ SELECT pg_temp.try(format(s, :'schema')) AS attempt FROM (VALUES
     ('toolgate.define_tool(''probe'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'', consent => ''Probe {args.id'')'),
     ('toolgate.define_tool(''request_close'', ''Mine now.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
     ('toolgate.define_tool(''Probe Tool'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
-    ('toolgate.define_tool(''probe'', NULL, %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')')
+    ('toolgate.define_tool(''probe'', NULL, %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
+    ('toolgate.define_read_tool(''probe'', ''A probe.'', %L, ''bad.public(jsonb, jsonb)'')'),
+    ('toolgate.define_read_tool(''probe'', ''A probe.'', %L, ''bad.ok(jsonb, jsonb)'', ARRAY[''notes/text''])'),
+    ('toolgate.define_read_tool(''request_close'', ''A probe.'', %L, ''bad.ok(jsonb, jsonb)'')')
 ) AS t(s);
 RESET ROLE;
 -- Nothing of any of them was kept.

@@ -60,6 +60,26 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.call(:'bravo',
 -- An unknown tool, and a name no tool could have (the audit keeps a fixed text for it).
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.call(:'acme', 'c3', 'emitir_reembolsos', '{}') r;
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.call(:'acme', 'c3', repeat('Ω', 5000), '{}') r;
+-- The read tool: the customer's note comes back as marked data (it tries to instruct the agent);
+-- bravo cannot read acme's order; reads go on while writes are off; a read tool is not a write
+-- tool, nor the other way round.
+SELECT r->>'outcome' AS outcome, r->'result'->'observacao' AS observacao, r->'content'->0->>'text' AS summary
+  FROM toolgate.read(:'acme', 'consultar_pedido', '{"pedido_id": "p2"}') r;
+SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.read(:'bravo', 'consultar_pedido', '{"pedido_id": "p2"}') r;
+RESET ROLE;
+SELECT toolgate.set_writes_enabled(false);
+SET ROLE toolgate_agent;
+SELECT r->>'outcome' AS outcome, r->'result'->>'reembolsado' AS reembolsado
+  FROM toolgate.read(:'acme', 'consultar_pedido', '{"pedido_id": "p1"}') r;
+SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.call(:'acme', 'c4', 'emitir_reembolso',
+       '{"valor_brl": "1.00", "pedido_id": "p1", "idempotency_key": "seed001-off-1"}') r;
+RESET ROLE;
+SELECT toolgate.set_writes_enabled(true);
+SET ROLE toolgate_agent;
+SELECT r->>'outcome' AS outcome, r->'errors'->0->>'message' AS error
+  FROM toolgate.call(:'acme', 'c4', 'consultar_pedido', '{"pedido_id": "p1"}') r;
+SELECT r->>'outcome' AS outcome, r->'errors'->0->>'message' AS error
+  FROM toolgate.read(:'acme', 'emitir_reembolso', '{"pedido_id": "p1"}') r;
 -- The agent cannot reach the ERP or its functions around the gate.
 SELECT refunds.emitir_reembolso('{"tenant": "acme"}', '{"valor_brl": "1.00", "pedido_id": "p1"}');
 SELECT count(*) FROM refunds.pedidos;

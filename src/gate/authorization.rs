@@ -103,8 +103,17 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
 
 /// Judge the caller against the kill switch and the policy row.
 pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit) -> Step<Policy> {
+    judge(who, tool, sensitive, true, audit)
+}
+
+/// A read tool: the policy row and the role, as for a write; the kill switch stops writes only.
+pub fn authorize_read(who: &Identity, tool: &str, audit: &mut Audit) -> Step<Policy> {
+    judge(who, tool, false, false, audit)
+}
+
+fn judge(who: &Identity, tool: &str, sensitive: bool, writes: bool, audit: &mut Audit) -> Step<Policy> {
     let row = policy_row(&who.tenant, tool);
-    if !row.writes_enabled {
+    if writes && !row.writes_enabled {
         return Err(Deny::new(Rule::WriteDisabled));
     }
     if row.allowed.is_some() {

@@ -39,7 +39,8 @@ thread_local! {
 pub fn of(tool: &str) -> Option<Binding> {
     cached(&BINDINGS, tool.to_string(), || {
         spi::latest(
-            "SELECT target::oid, value::oid, effect::oid, consent FROM toolgate.tool_bindings WHERE tool = $1",
+            "SELECT target::oid, value::oid, effect::oid, consent FROM toolgate.tool_bindings \
+             WHERE tool = $1 AND kind = 'write'",
             &[tool.into()],
             |r| {
                 Ok(Binding {
@@ -79,10 +80,15 @@ fn misconfigured(function: &str, reason: impl Into<String>) -> Deny {
 /// The functions as they are now: a function changed since `define_tool` checked it (no longer
 /// SECURITY DEFINER, granted to the agent, owned by a superuser, dropped) refuses the call.
 pub fn check(b: &Binding) -> Step<()> {
+    check_tool(&b.tool)
+}
+
+fn check_tool(tool: &str) -> Step<()> {
     let fault = spi::latest(
         "SELECT coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'), \
-         toolgate.binding_fault(value, 'value')) FROM toolgate.tool_bindings WHERE tool = $1",
-        &[b.tool.clone().into()],
+         toolgate.binding_fault(value, 'value'), toolgate.binding_fault(reader, 'reader')) \
+         FROM toolgate.tool_bindings WHERE tool = $1",
+        &[tool.into()],
         |r| r.get::<String>(1),
     )
     .flatten();
@@ -258,4 +264,52 @@ pub fn check_template(template: &str, schema: &Value, has_value: bool) -> Result
         known.then(String::new)
     })
     .map(|_| ())
+}
+
+/// A read tool's reader and the JSON Pointers of the third-party text in what it returns.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub tool: String,
+    reader: pg_sys::Oid,
+    untrusted: Vec<String>,
+}
+
+thread_local! {
+    static READERS: RefCell<Cache<String, Option<Reader>>> = RefCell::new(Cache::new());
+}
+
+/// The reader of the read tool `tool`, if it is one.
+pub fn reader(tool: &str) -> Option<Reader> {
+    cached(&READERS, tool.to_string(), || {
+        spi::latest(
+            "SELECT reader::oid, untrusted FROM toolgate.tool_bindings WHERE tool = $1 AND kind = 'read'",
+            &[tool.into()],
+            |r| {
+                Ok(Reader {
+                    tool: tool.to_string(),
+                    reader: spi::col(r, 1)?,
+                    untrusted: r.get::<Vec<String>>(2)?.unwrap_or_default(),
+                })
+            },
+        )
+    })
+}
+
+/// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how
+/// many were. NULL is `target_not_found`. Nothing the reader writes is kept: its subtransaction
+/// is rolled back whatever happens, after its answer is read.
+pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
+    check_tool(&r.tool)?;
+    let c = context::get();
+    let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "tool": r.tool});
+    let answered = subxact::rolled_back(|| {
+        invoke(r.reader, &ctx, args, |out| match out {
+            None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
+            Some(v) if v.is_object() || v.is_array() => Ok(v),
+            Some(_) => Err(misconfigured("reader", "must return an object or an array")),
+        })
+    });
+    let mut value = answered.map_err(|f| failed(f, "reader", Rule::ToolMisconfigured))?;
+    let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
+    Ok((value, marked))
 }
