@@ -45,6 +45,7 @@ GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 -- Audit and privacy: the views, and which policy was in force when.
 GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
 GRANT SELECT ON toolgate.policy_history TO toolgate_auditor;
+GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
 TO toolgate_auditor, toolgate_admin, toolgate_operator;

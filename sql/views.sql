@@ -73,3 +73,13 @@ SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
  WHERE a.rule = 'tool_not_allowed'
    AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
  GROUP BY a.tenant_id, a.tool;
+
+-- Every tool a call can name, with the schema in force: the shipped tools and those a DBA
+-- defined (toolgate.define_tool, define_read_tool). What an MCP server lists as its tools.
+CREATE VIEW toolgate.tool_catalog AS
+SELECT t.tool, t.kind, t.description, t.sensitive, s.version AS schema_version, s.schema,
+       t.defined_by, b.version AS definition_version, b.defined_at
+  FROM toolgate.tools t
+  JOIN LATERAL (SELECT ts.version, ts.schema FROM toolgate.tool_schemas ts
+                 WHERE ts.tool = t.tool ORDER BY ts.version DESC LIMIT 1) s ON true
+  LEFT JOIN toolgate.tool_bindings b ON b.tool = t.tool;

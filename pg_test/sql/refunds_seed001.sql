@@ -18,6 +18,10 @@ SELECT toolgate.add_key('acme', 'idp-acme', 'identity', :'pk');
 SELECT toolgate.add_key('bravo', 'idp-bravo', 'identity', :'pk');
 SELECT tool, sensitive, defined_by IS NOT NULL AS defined FROM toolgate.tools ORDER BY tool;
 SELECT tool, version, target, value, effect FROM toolgate.tool_bindings ORDER BY tool;
+SET ROLE toolgate_auditor;
+SELECT tool, kind, sensitive, schema_version, definition_version, schema->'required' AS required
+  FROM toolgate.tool_catalog ORDER BY tool;
+RESET ROLE;
 
 SET ROLE toolgate_agent;
 \set acme `${TOOLGATE_MINT:?} id acme ana atendente`
