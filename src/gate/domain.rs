@@ -156,27 +156,33 @@ fn order(tenant: &str, order_id: &str) -> Option<Order> {
 /// itself: the two rows in the order a call takes them (its target in step 4, the conversation's
 /// live proposal in step 7). Taken the other way round, a confirmation holding the proposal and a
 /// new proposal for the same order in its conversation wait for each other until one of them
-/// dies in a deadlock. Reads nothing: an unknown proposal or order locks nothing, and the steps
-/// after it decide.
+/// dies in a deadlock. A defined tool's target function takes its ERP's locks the same way.
+/// Decides nothing: an unknown proposal or target locks nothing, and the steps after it decide.
 pub fn lock_proposal_target(who: &Identity, proposal_id: &str) {
     let tenant = &who.tenant;
+    // A shipped tool's order, in one statement (the common case costs no more than it did).
+    let locked = spi::run(
+        "SELECT 1 FROM toolgate.work_orders w JOIN toolgate.proposals p \
+         ON (w.tenant_id, w.order_id) = (p.tenant_id, p.target) \
+         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 \
+         AND p.tool IN ('request_close', 'request_purchase_part') FOR UPDATE OF w",
+        &[proposal_id.into(), tenant.clone().into()],
+    );
+    if locked > 0 {
+        return;
+    }
     let peeked = spi::one(
         "SELECT tool, args::text FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
         &[proposal_id.into(), tenant.clone().into()],
         |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?)),
     );
-    if let Some(binding) = peeked.as_ref().and_then(|(tool, _)| binding::of(tool)) {
-        // A defined tool's target function takes the ERP's locks; its verdict comes later.
-        let args: Value = serde_json::from_str(&peeked.expect("peeked").1).expect("jsonb text is JSON");
-        let _ = binding::target(&binding, who, &args);
-        return;
+    if let Some((tool, args)) = peeked {
+        if let Some(binding) = binding::of(&tool) {
+            // A defined tool's target function takes the ERP's locks; its verdict comes later.
+            let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
+            let _ = binding::target(&binding, who, &args);
+        }
     }
-    spi::run(
-        "SELECT 1 FROM toolgate.work_orders w JOIN toolgate.proposals p \
-         ON (w.tenant_id, w.order_id) = (p.tenant_id, p.target) \
-         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE OF w",
-        &[proposal_id.into(), tenant.clone().into()],
-    );
 }
 
 fn part(tenant: &str, part_id: &str) -> Option<Part> {
