@@ -81,6 +81,15 @@ pub struct Call<'a> {
     pub oversize: bool,
 }
 
+/// Step 1 of every entry point: the identity from a verified token, never from the arguments;
+/// recorded in the audit and held as the call's context (`toolgate.current_tenant()`).
+fn identify(audit: &mut Audit, token: Option<&str>) -> Step<Identity> {
+    let who = audit.step("identity", identity::verify(token))?;
+    audit.identity(&who);
+    context::identify(&who.tenant, &who.sub, &who.role);
+    Ok(who)
+}
+
 /// `request_close` and `request_purchase_part`: the whole gate, in the caller's transaction.
 pub fn request(call: &Call) -> (Reply, Audit) {
     config::begin_call();
@@ -92,9 +101,7 @@ pub fn request(call: &Call) -> (Reply, Audit) {
 
 fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
     // 1. Identity: tenant, actor and role from a verified token, never from the arguments.
-    let who = audit.step("identity", identity::verify(call.identity))?;
-    audit.identity(&who);
-    context::identify(&who.tenant, &who.sub, &who.role);
+    let who = identify(audit, call.identity)?;
 
     // 2. Contract: a known tool, arguments that fit its schema, finite numbers.
     let conversation = audit.step("contract", contract::conversation(call.conversation_id))?;
@@ -181,9 +188,7 @@ pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>) -
 }
 
 fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, audit: &mut Audit) -> Step<Reply> {
-    let who = audit.step("identity", identity::verify(identity_token))?;
-    audit.identity(&who);
-    context::identify(&who.tenant, &who.sub, &who.role);
+    let who = identify(audit, identity_token)?;
     let answer = audit.step("confirmation", confirmation::verify_token(confirmation_token, &who))?;
     let p = audit.step("confirmation", confirmation::load(&who, &answer.proposal))?;
     audit.tool(&p.tool);
@@ -257,9 +262,7 @@ fn run_defined_read(
     oversize: bool,
     audit: &mut Audit,
 ) -> Step<Reply> {
-    let who = audit.step("identity", identity::verify(identity_token))?;
-    audit.identity(&who);
-    context::identify(&who.tenant, &who.sub, &who.role);
+    let who = identify(audit, identity_token)?;
     let checked = contract::check_read(tool, args, oversize, audit);
     let args = audit.step("contract", checked)?;
     let authorized = authorization::authorize_read(&who, tool, audit);
@@ -287,8 +290,7 @@ pub fn read_order(identity_token: Option<&str>, order_id: Option<&str>) -> Reply
 }
 
 fn run_read(identity_token: Option<&str>, order_id: Option<&str>, audit: &mut Audit) -> Step<Reply> {
-    let who = audit.step("identity", identity::verify(identity_token))?;
-    audit.identity(&who);
+    let who = identify(audit, identity_token)?;
     let order_id = order_id
         .filter(|id| !id.is_empty() && id.len() <= 10 && id.bytes().all(|b| b.is_ascii_digit()))
         .ok_or_else(|| Deny::schema(vec![Violation::new("/order_id", "pattern", "order_id must be 1..10 digits")]));
