@@ -11,12 +11,16 @@ pub enum AdminError {
     PublicKey(String),
     #[error("invalid tool schema: {0}")]
     Schema(String),
+    #[error("invalid JWKS document: {0}")]
+    Jwks(String),
 }
 
 impl AdminError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
-            AdminError::PublicKey(_) | AdminError::Schema(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Jwks(_) => {
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
+            }
         }
     }
 

@@ -305,7 +305,7 @@ pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
 }
 
 /// A header that is JSON with an `alg` the library does not even know (such as `none`).
-fn header_names_another_alg(token: &str) -> bool {
+pub(crate) fn header_names_another_alg(token: &str) -> bool {
     token
         .split('.')
         .next()
