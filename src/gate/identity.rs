@@ -27,6 +27,7 @@ use crate::spi;
 const VERIFIED_LIMIT: usize = 4096;
 
 /// What verified a remembered token: a key row as it was, or an issuer registration as loaded.
+#[derive(Clone)]
 enum Source {
     Key { kid: String, public_key: [u8; 32] },
     Issuer { iss: String, config: Rc<IssuerConfig> },
@@ -116,17 +117,14 @@ pub fn refused(rule: Rule, e: TokenError) -> Deny {
 /// A token this backend verified, if its key (or issuer registration) is still the one that
 /// verified it.
 fn remembered(token: &str, clock: Clock) -> Option<Result<Identity, TokenError>> {
-    let still = VERIFIED.with_borrow(|v| {
-        v.get(token).map(|h| match &h.source {
-            Source::Key { kid, public_key } => registered_key(kid).is_some_and(|k| {
-                k.active
-                    && k.purpose == KeyPurpose::Identity
-                    && k.public_key == *public_key
-                    && k.tenant == h.identity.tenant
-            }),
-            Source::Issuer { iss, config } => registered_issuer(iss).is_some_and(|now| Rc::ptr_eq(&now, config)),
-        })
-    })?;
+    let (source, tenant) =
+        VERIFIED.with_borrow(|v| v.get(token).map(|h| (h.source.clone(), h.identity.tenant.clone())))?;
+    let still = match source {
+        Source::Key { kid, public_key } => registered_key(&kid).is_some_and(|k| {
+            k.active && k.purpose == KeyPurpose::Identity && k.public_key == public_key && k.tenant == tenant
+        }),
+        Source::Issuer { iss, config } => registered_issuer(&iss).is_some_and(|now| Rc::ptr_eq(&now, &config)),
+    };
     if !still {
         VERIFIED.with_borrow_mut(|v| v.remove(token));
         return None;
