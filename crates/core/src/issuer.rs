@@ -39,6 +39,15 @@ pub enum KeyType {
 }
 
 impl KeyType {
+    /// The type as the documents name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyType::Rsa => "RSA",
+            KeyType::P256 => "P-256",
+            KeyType::Ed25519 => "Ed25519",
+        }
+    }
+
     /// The only algorithms a key of this type verifies.
     pub fn algorithms(self) -> &'static [Algorithm] {
         match self {
@@ -138,7 +147,7 @@ pub fn parse_jwks(text: &str) -> Result<Vec<IssuerKey>, String> {
                 let named = alg.to_string();
                 match key_type.algorithms().iter().find(|a| format!("{a:?}") == named) {
                     Some(a) => vec![*a],
-                    None => return Err(at(&format!("alg {named} is not one a {key_type:?} key verifies"))),
+                    None => return Err(at(&format!("alg {named} is not one {} keys verify", key_type.name()))),
                 }
             }
         };
