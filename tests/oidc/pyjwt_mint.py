@@ -43,7 +43,16 @@ ISSUERS = {
 }
 
 
+KEY_CACHE = {}
+
+
 def private_key(directory, name):
+    if name not in KEY_CACHE:
+        KEY_CACHE[name] = load_or_make_key(directory, name)
+    return KEY_CACHE[name]
+
+
+def load_or_make_key(directory, name):
     path = os.path.join(directory, name + ".pem")
     if os.path.exists(path):
         with open(path, "rb") as f:
