@@ -169,7 +169,8 @@ CREATE FUNCTION toolgate.set_policy(
     max_calls_per_conversation integer DEFAULT NULL,
     confirm_ttl interval DEFAULT interval '5 minutes',
     tier2_above numeric DEFAULT NULL,
-    tier3_above numeric DEFAULT NULL
+    tier3_above numeric DEFAULT NULL,
+    target_states text[] DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -186,10 +187,10 @@ BEGIN
          WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool FOR UPDATE;
         EXIT WHEN FOUND;
         INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
-                                            max_value, max_calls_per_conversation, confirm_ttl, version,
-                                            updated_by)
+                                            max_value, max_calls_per_conversation, confirm_ttl, target_states,
+                                            version, updated_by)
         VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
-                max_calls_per_conversation, confirm_ttl, 1, who)
+                max_calls_per_conversation, confirm_ttl, target_states, 1, who)
         ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
         RETURNING * INTO after;
         EXIT WHEN FOUND;
@@ -204,6 +205,7 @@ BEGIN
             max_value = set_policy.max_value,
             max_calls_per_conversation = set_policy.max_calls_per_conversation,
             confirm_ttl = set_policy.confirm_ttl,
+            target_states = set_policy.target_states,
             version = before.version + 1,
             updated_at = pg_catalog.now(),
             updated_by = who

@@ -73,7 +73,11 @@ CREATE TABLE toolgate.tenant_issuers (
 CREATE TABLE toolgate.tools (
     tool        text PRIMARY KEY,
     sensitive   boolean NOT NULL,
-    description text NOT NULL
+    description text NOT NULL,
+    -- NULL for the tools the extension ships; who defined it (toolgate.define_tool) otherwise.
+    defined_by  text,
+    -- A write tool (toolgate.call, the gate's eight steps) or a read tool (toolgate.read).
+    kind        text NOT NULL DEFAULT 'write' CHECK (kind IN ('write', 'read'))
 );
 
 -- JSON Schemas (draft 2020-12) per tool, append-only: the newest version is in force and every
@@ -102,6 +106,8 @@ CREATE TABLE toolgate.policies (
     max_value                  numeric(14, 2) CHECK (max_value >= 0),
     max_calls_per_conversation integer CHECK (max_calls_per_conversation >= 0),
     confirm_ttl                interval NOT NULL CHECK (confirm_ttl > interval '0'),
+    -- The states a defined tool's target may be in (the ERP's own names); NULL: any state.
+    target_states              text[],
     version                    integer NOT NULL DEFAULT 1,
     updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_by                 text NOT NULL,
@@ -329,7 +335,9 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.tenants', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.keys', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.issuers', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tenant_issuers', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas', 'WHERE version > 1');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tools', 'WHERE defined_by IS NOT NULL');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas',
+    'WHERE version > 1 OR tool NOT IN (''request_close'', ''request_purchase_part'')');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history_history_id_seq', '');

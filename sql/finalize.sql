@@ -13,7 +13,9 @@ GRANT EXECUTE ON FUNCTION
     toolgate.read_order(text, text),
     toolgate.request_close(text, text, jsonb),
     toolgate.request_purchase_part(text, text, jsonb),
-    toolgate.confirm(text, text)
+    toolgate.confirm(text, text),
+    toolgate.call(text, text, text, jsonb),
+    toolgate.read(text, text, jsonb)
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.
@@ -25,15 +27,18 @@ GRANT EXECUTE ON FUNCTION
     toolgate.set_issuer_keys(text, jsonb),
     toolgate.set_tenant_issuer(text, text, text),
     toolgate.set_tool_schema(text, jsonb),
-    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric),
+    toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[]),
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb),
+    toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text),
+    toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
-                toolgate.policies, toolgate.policy_history, toolgate.write_switches
+                toolgate.policies, toolgate.policy_history, toolgate.write_switches,
+                toolgate.tool_bindings, toolgate.tool_history
 TO toolgate_admin;
 
 -- On-call: turn writes off (the function refuses to turn them on), see the switches.
@@ -43,6 +48,7 @@ GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 -- Audit and privacy: the views, and which policy was in force when.
 GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
 GRANT SELECT ON toolgate.policy_history TO toolgate_auditor;
+GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
 TO toolgate_auditor, toolgate_admin, toolgate_operator;

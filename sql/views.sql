@@ -7,7 +7,8 @@ SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target
        outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, duration_us
   FROM toolgate.audit;
 
--- The ERP changes the gate really made, per tenant: counted from the ERP's own tables.
+-- The ERP changes the gate really made, per tenant: counted from the ERP's own tables for the
+-- tools the extension ships.
 CREATE VIEW toolgate.effects AS
 SELECT c.tenant_id, 'request_close'::text AS tool, c.order_id AS target, c.requested_by AS actor,
        c.idempotency_key, c.proposal_id, NULL::numeric AS value, c.requested_at AS at
@@ -15,7 +16,12 @@ SELECT c.tenant_id, 'request_close'::text AS tool, c.order_id AS target, c.reque
 UNION ALL
 SELECT p.tenant_id, 'request_purchase_part', p.order_id, p.requested_by, p.idempotency_key,
        p.proposal_id, p.total, p.purchased_at
-  FROM toolgate.purchases p;
+  FROM toolgate.purchases p
+UNION ALL
+-- A defined tool's effects are in the DBA's tables; the gate's record of each is its audit row.
+SELECT a.tenant_id, a.tool, a.target, a.actor, NULL, a.proposal_id, (a.detail->'value'->>'amount')::numeric, a.at
+  FROM toolgate.audit a JOIN toolgate.tool_bindings b ON b.tool = a.tool
+ WHERE a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm');
 
 -- Seed 000's counters per tenant, plus the effects the ERP recorded. Calls whose identity
 -- failed have no verified tenant and are counted under tenant_id NULL.
@@ -67,3 +73,13 @@ SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
  WHERE a.rule = 'tool_not_allowed'
    AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
  GROUP BY a.tenant_id, a.tool;
+
+-- Every tool a call can name, with the schema in force: the shipped tools and those a DBA
+-- defined (toolgate.define_tool, define_read_tool). What an MCP server lists as its tools.
+CREATE VIEW toolgate.tool_catalog AS
+SELECT t.tool, t.kind, t.description, t.sensitive, s.version AS schema_version, s.schema,
+       t.defined_by, b.version AS definition_version, b.defined_at
+  FROM toolgate.tools t
+  JOIN LATERAL (SELECT ts.version, ts.schema FROM toolgate.tool_schemas ts
+                 WHERE ts.tool = t.tool ORDER BY ts.version DESC LIMIT 1) s ON true
+  LEFT JOIN toolgate.tool_bindings b ON b.tool = t.tool;

@@ -16,8 +16,16 @@ use crate::spi;
 /// Entries a cache keeps; past this (unknown kids from forged tokens, say) it starts over.
 const LIMIT: usize = 10_000;
 /// The configuration tables whose changes clear the caches.
-const TABLES: [&std::ffi::CStr; 7] =
-    [c"keys", c"issuers", c"tenant_issuers", c"tools", c"tool_schemas", c"policies", c"write_switches"];
+const TABLES: [&std::ffi::CStr; 8] = [
+    c"keys",
+    c"issuers",
+    c"tenant_issuers",
+    c"tools",
+    c"tool_schemas",
+    c"tool_bindings",
+    c"policies",
+    c"write_switches",
+];
 
 thread_local! {
     /// Bumped by every invalidation of a configuration table (or of everything).

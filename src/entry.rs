@@ -52,12 +52,23 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
 
 pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbText, arg_only = "jsonb");
 
+/// An argument's text, and whether its datum was too large to render at all.
+fn rendered(args: &Option<JsonbText>) -> (Option<&str>, bool) {
+    match args {
+        Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
+        Some(JsonbText(None)) => (None, true),
+        None => (None, false),
+    }
+}
+
 /// Every agent entry point's body. A read-only transaction (or a standby) is refused before
 /// anything is read, with one fixed error and a LOG line: no token is judged, so the error says
 /// nothing about it. Any error the body raises reaches the client as its SQLSTATE and message
 /// only: never a detail (it may quote data) or a Rust backtrace; a panic becomes one fixed
 /// internal error, its message kept for the server log.
-fn guarded<T>(entry: &'static str, body: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+fn guarded<T>(entry: &str, body: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+    // The call's verified context (`toolgate.current_tenant()`) lives exactly as long as this.
+    let _held = crate::context::Held::start();
     if unsafe { pg_sys::XactReadOnly } {
         audit::log_refusal(entry, "read_only_transaction");
         GateError::ReadOnly.raise();
@@ -79,18 +90,9 @@ fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
     }
 }
 
-fn write_call(
-    tool: &'static str,
-    identity: Option<&str>,
-    conversation_id: Option<&str>,
-    args: Option<JsonbText>,
-) -> JsonB {
+fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
     guarded(tool, || {
-        let (args, oversize) = match &args {
-            Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
-            Some(JsonbText(None)) => (None, true),
-            None => (None, false),
-        };
+        let (args, oversize) = rendered(&args);
         let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize });
         JsonB(reply.to_json())
     })
@@ -104,6 +106,24 @@ fn request_close(identity: Option<&str>, conversation_id: Option<&str>, args: Op
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn request_purchase_part(identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
     write_call("request_purchase_part", identity, conversation_id, args)
+}
+
+/// Any write tool: one the extension ships, or one a DBA defined (`toolgate.define_tool`).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    // The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
+    let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
+    write_call(tool, identity, conversation_id, args)
+}
+
+/// Any read tool a DBA defined (`toolgate.define_read_tool`).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
+    let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
+    guarded(tool, || {
+        let (args, oversize) = rendered(&args);
+        JsonB(gate::read(identity, tool, args, oversize).to_json())
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
@@ -179,4 +199,13 @@ fn caller() -> String {
 #[pg_extern(volatile, strict, parallel_unsafe)]
 fn signal_config_change(relid: pg_sys::Oid) {
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
+}
+
+/// Refuse a consent template `define_tool` cannot fill for this tool: an unknown placeholder, an
+/// `args.` name its schema does not have, a `value.` name without a value function.
+#[pg_extern(immutable, parallel_safe)]
+fn check_consent_template(template: &str, schema: JsonB, has_value: bool) -> bool {
+    crate::gate::binding::check_template(template, &schema.0, has_value)
+        .map(|_| true)
+        .unwrap_or_else(|e| AdminError::Template(e).raise())
 }

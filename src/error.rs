@@ -11,6 +11,8 @@ pub enum AdminError {
     PublicKey(String),
     #[error("invalid tool schema: {0}")]
     Schema(String),
+    #[error("invalid consent template: {0}")]
+    Template(String),
     #[error("invalid JWKS document: {0}")]
     Jwks(String),
 }
@@ -18,7 +20,7 @@ pub enum AdminError {
 impl AdminError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
-            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Jwks(_) => {
+            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Template(_) | AdminError::Jwks(_) => {
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
             }
         }

@@ -42,6 +42,7 @@ pub extern "C-unwind" fn _PG_init() {
 
 mod audit;
 mod config;
+mod context;
 mod entry;
 mod error;
 mod gate;
@@ -55,7 +56,12 @@ extension_sql_file!(
     name = "api",
     requires = ["tools", gate_explain, parse_public_key, check_jwks, check_tool_schema, caller, signal_config_change]
 );
-extension_sql_file!("../sql/views.sql", name = "views", requires = ["api"]);
+extension_sql_file!(
+    "../sql/registry.sql",
+    name = "registry",
+    requires = ["api", check_consent_template, current_tenant, current_actor, current_conversation]
+);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["registry"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 

@@ -82,6 +82,12 @@ async fn agent_cannot_call_internal_or_admin_functions() {
         "SELECT toolgate.set_tool_schema('request_close', '{}')",
         "SELECT toolgate.set_writes_enabled(true)",
         "SELECT toolgate.explain_call(NULL, 'request_close', 'c', '{}')",
+        "SELECT toolgate.define_tool('evil', 'Evil', '{}', false, NULL, NULL)",
+        "SELECT toolgate.define_read_tool('evil', 'Evil', '{}', NULL)",
+        "SELECT toolgate.binding_fault(NULL, 'target')",
+        "SELECT toolgate.invoke_binding('toolgate.caller()', '{}', '{}')",
+        "SELECT toolgate.check_consent_template('x', '{}', false)",
+        "SELECT toolgate.current_tenant()",
     ] {
         assert_eq!(refused(&app, call).await, SqlState::INSUFFICIENT_PRIVILEGE, "{call}");
     }
@@ -127,4 +133,53 @@ async fn temp_objects_named_like_the_gates_change_nothing() {
     assert_eq!(outcome(&real), ("NEEDS_CONFIRMATION", "-"));
     assert_eq!(effects(&root, "743").await, 0);
     assert_eq!(count(&root, "SELECT count(*) FROM toolgate.proposals WHERE target = '742'").await, 1);
+}
+
+/// The DBA's own ERP behind the gate (examples/refunds): the agent reaches neither its tables nor
+/// its bound functions, not even when the ERP's schema is open to everyone; a grant of a bound
+/// function to the agent makes the gate refuse the tool rather than leave a way around it.
+#[tokio::test]
+async fn agent_cannot_reach_a_dbas_erp_or_its_bound_functions() {
+    let lab = lab("bypass_dba_erp").await;
+    let root = lab.connect("postgres").await.unwrap();
+    root.batch_execute(include_str!("../examples/refunds/refunds.sql")).await.unwrap();
+    let app = lab.connect(APP).await.unwrap();
+    for sql in ["SELECT * FROM refunds.pedidos", "SELECT refunds.emitir_reembolso('{}', '{}')"] {
+        assert_eq!(refused(&app, sql).await, SqlState::INSUFFICIENT_PRIVILEGE, "{sql}");
+    }
+    root.batch_execute("GRANT USAGE ON SCHEMA refunds TO PUBLIC").await.unwrap();
+    let functions: Vec<String> = root
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'refunds'::regnamespace ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(functions.len() >= 7, "{functions:?}");
+    for f in &functions {
+        let call = format!("SELECT {}('{{\"tenant\": \"bravo\"}}', '{{}}')", f.split('(').next().unwrap());
+        assert_eq!(refused(&app, &call).await, SqlState::INSUFFICIENT_PRIVILEGE, "{call}");
+    }
+    for t in ["pedidos", "reembolsos", "assinaturas"] {
+        for sql in [format!("SELECT * FROM refunds.{t}"), format!("DELETE FROM refunds.{t}")] {
+            assert_eq!(refused(&app, &sql).await, SqlState::INSUFFICIENT_PRIVILEGE, "{sql}");
+        }
+    }
+    // A DBA's mistake: the effect granted to the application. The gate refuses to run the tool.
+    root.batch_execute("GRANT EXECUTE ON FUNCTION refunds.emitir_reembolso(jsonb, jsonb) TO toolgate_agent")
+        .await
+        .unwrap();
+    let idp = toolgate_cli::keys::generate(&lab.keys_dir, "idp-acme").unwrap();
+    root.execute("SELECT toolgate.add_key('acme', $1, 'identity', $2)", &[&idp.kid(), &idp.public_key()])
+        .await
+        .unwrap();
+    let token = toolgate_cli::keys::identity(&idp, "ana", "acme", "atendente", 600);
+    let args = serde_json::json!({"valor_brl": "10.00", "pedido_id": "p1", "idempotency_key": "bypass-refund-1"});
+    let reply =
+        db::json(&app, "SELECT toolgate.call($1, 'c1', 'emitir_reembolso', $2)", &[&token, &args]).await.unwrap();
+    assert_eq!(outcome(&reply), ("BLOCKED", "tool_misconfigured"), "{reply}");
+    assert_eq!(count(&root, "SELECT count(*) FROM refunds.reembolsos").await, 0);
 }

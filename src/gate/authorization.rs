@@ -24,6 +24,8 @@ pub struct Policy {
     pub max_value: Option<Decimal>,
     pub max_calls: Option<i32>,
     pub confirm_ttl_seconds: f64,
+    /// The states a defined tool's target may be in; `None`: any.
+    pub target_states: Option<Vec<String>>,
 }
 
 /// The kill switch as SQL, the gate's one way of reading it: writes are on for `$tool` unless the
@@ -55,6 +57,7 @@ struct Row {
     max_calls: Option<i32>,
     ttl: f64,
     version: i32,
+    target_states: Option<Vec<String>>,
 }
 
 thread_local! {
@@ -74,7 +77,7 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
             writes_enabled_sql!("$2"),
             ", EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
          p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
-         p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version \
+         p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version, p.target_states \
          FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2"
         ),
         &[tenant.into(), tool.into()],
@@ -91,6 +94,7 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
                 max_calls: r.get(9)?,
                 ttl: r.get(10)?.unwrap_or(0.0),
                 version: r.get(11)?.unwrap_or(0),
+                target_states: r.get(12)?,
             })
         },
     )
@@ -99,8 +103,17 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
 
 /// Judge the caller against the kill switch and the policy row.
 pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit) -> Step<Policy> {
+    judge(who, tool, sensitive, true, audit)
+}
+
+/// A read tool: the policy row and the role, as for a write; the kill switch stops writes only.
+pub fn authorize_read(who: &Identity, tool: &str, audit: &mut Audit) -> Step<Policy> {
+    judge(who, tool, false, false, audit)
+}
+
+fn judge(who: &Identity, tool: &str, sensitive: bool, writes: bool, audit: &mut Audit) -> Step<Policy> {
     let row = policy_row(&who.tenant, tool);
-    if !row.writes_enabled {
+    if writes && !row.writes_enabled {
         return Err(Deny::new(Rule::WriteDisabled));
     }
     if row.allowed.is_some() {
@@ -136,5 +149,6 @@ pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit)
         max_value: decimal(row.max_value),
         max_calls: row.max_calls,
         confirm_ttl_seconds: row.ttl,
+        target_states: row.target_states,
     })
 }

@@ -106,7 +106,7 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
 pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
-    domain::lock_proposal_target(&who.tenant, &id);
+    domain::lock_proposal_target(who, &id);
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \

@@ -28,6 +28,8 @@ thread_local! {
 pub struct Tool {
     pub schema_version: i32,
     pub sensitive: bool,
+    /// A read tool (`toolgate.read`), not a write tool.
+    pub read: bool,
     contract: Rc<Contract>,
 }
 
@@ -56,13 +58,14 @@ pub fn tool(tool: &str) -> Option<Tool> {
 }
 
 fn load_tool(tool: &str) -> Option<Tool> {
-    let (version, sensitive, text) = spi::latest(
-        "SELECT s.version, t.sensitive, s.schema::text FROM toolgate.tools t, LATERAL (SELECT version, schema \
-         FROM toolgate.tool_schemas WHERE tool = t.tool ORDER BY version DESC LIMIT 1) s WHERE t.tool = $1",
+    let (version, sensitive, text, read) = spi::latest(
+        "SELECT s.version, t.sensitive, s.schema::text, t.kind = 'read' FROM toolgate.tools t, LATERAL (SELECT \
+         version, schema FROM toolgate.tool_schemas WHERE tool = t.tool ORDER BY version DESC LIMIT 1) s \
+         WHERE t.tool = $1",
         &[tool.into()],
-        |r| Ok((spi::col::<i32>(r, 1)?, spi::col::<bool>(r, 2)?, spi::col::<String>(r, 3)?)),
+        |r| Ok((spi::col::<i32>(r, 1)?, spi::col::<bool>(r, 2)?, spi::col::<String>(r, 3)?, spi::col::<bool>(r, 4)?)),
     )?;
-    Some(Tool { schema_version: version, sensitive, contract: compiled(tool, version, text) })
+    Some(Tool { schema_version: version, sensitive, read, contract: compiled(tool, version, text) })
 }
 
 fn compiled(tool: &str, version: i32, text: String) -> Rc<Contract> {
@@ -84,9 +87,22 @@ fn compiled(tool: &str, version: i32, text: String) -> Rc<Contract> {
 /// Check `args` against the tool's contract; the audit learns the args' HMAC and the schema
 /// version whatever the verdict.
 pub fn check(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
-    let Some(Tool { schema_version: version, sensitive, contract }) = tool(tool_name) else {
+    check_kind(tool_name, false, args, oversize, audit)
+}
+
+/// The same for a read tool (`toolgate.read`).
+pub fn check_read(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
+    check_kind(tool_name, true, args, oversize, audit)
+}
+
+fn check_kind(tool_name: &str, read: bool, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
+    let Some(Tool { schema_version: version, sensitive, read: is_read, contract }) = tool(tool_name) else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
+    if is_read != read {
+        let message = if read { "not a read tool" } else { "a read tool: call it with toolgate.read" };
+        return Err(Deny::schema(vec![Violation::new("", "tool", message)]));
+    }
     let parsed = if oversize { Err(contract::oversize()) } else { contract::parse_args(args) };
     let value = match parsed {
         Ok(v) => v,

@@ -10,6 +10,7 @@ use toolgate_core::proposal::{self, Purchase};
 use toolgate_core::token::Identity;
 
 use super::authorization::Policy;
+use super::binding::{self, Binding};
 use super::contract::Checked;
 use super::{Deny, Step};
 use crate::spi;
@@ -38,7 +39,16 @@ pub struct CostCenter {
 /// What a call is about, as the ERP has it now.
 pub enum Target {
     Close(Order),
-    Purchase { order: Order, part: Part, cost_center: CostCenter },
+    Purchase {
+        order: Order,
+        part: Part,
+        cost_center: CostCenter,
+    },
+    /// Found by a defined tool's target function.
+    Defined {
+        binding: Binding,
+        target: binding::Target,
+    },
 }
 
 /// The change a call asks for, with what the person must read about it.
@@ -57,12 +67,20 @@ pub enum Intent {
         cost_center: String,
         budget_left: Decimal,
     },
+    /// A defined tool's call: its binding, target, value and clean arguments.
+    Defined {
+        binding: Binding,
+        target: binding::Target,
+        valued: Option<binding::Valued>,
+        args: Value,
+    },
 }
 
 impl Intent {
     pub fn target(&self) -> &str {
         match self {
             Intent::Close { order_id, .. } | Intent::Purchase { order_id, .. } => order_id,
+            Intent::Defined { target, .. } => &target.id,
         }
     }
 
@@ -71,6 +89,7 @@ impl Intent {
         match self {
             Intent::Close { .. } => None,
             Intent::Purchase { total, .. } => Some(*total),
+            Intent::Defined { valued, .. } => valued.as_ref().map(|v| v.amount),
         }
     }
 
@@ -109,6 +128,9 @@ impl Intent {
                 tenant,
                 tier,
             ),
+            Intent::Defined { binding, target, valued, args } => {
+                binding::text(binding, tenant, args, target, valued.as_ref())
+            }
         }
     }
 }
@@ -134,15 +156,33 @@ fn order(tenant: &str, order_id: &str) -> Option<Order> {
 /// itself: the two rows in the order a call takes them (its target in step 4, the conversation's
 /// live proposal in step 7). Taken the other way round, a confirmation holding the proposal and a
 /// new proposal for the same order in its conversation wait for each other until one of them
-/// dies in a deadlock. Reads nothing: an unknown proposal or order locks nothing, and the steps
-/// after it decide.
-pub fn lock_proposal_target(tenant: &str, proposal_id: &str) {
-    spi::run(
+/// dies in a deadlock. A defined tool's target function takes its ERP's locks the same way.
+/// Decides nothing: an unknown proposal or target locks nothing, and the steps after it decide.
+pub fn lock_proposal_target(who: &Identity, proposal_id: &str) {
+    let tenant = &who.tenant;
+    // A shipped tool's order, in one statement (the common case costs no more than it did).
+    let locked = spi::run(
         "SELECT 1 FROM toolgate.work_orders w JOIN toolgate.proposals p \
          ON (w.tenant_id, w.order_id) = (p.tenant_id, p.target) \
-         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE OF w",
-        &[proposal_id.into(), tenant.into()],
+         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 \
+         AND p.tool IN ('request_close', 'request_purchase_part') FOR UPDATE OF w",
+        &[proposal_id.into(), tenant.clone().into()],
     );
+    if locked > 0 {
+        return;
+    }
+    let peeked = spi::one(
+        "SELECT tool, args::text FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
+        &[proposal_id.into(), tenant.clone().into()],
+        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?)),
+    );
+    if let Some((tool, args)) = peeked {
+        if let Some(binding) = binding::of(&tool) {
+            // A defined tool's target function takes the ERP's locks; its verdict comes later.
+            let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
+            let _ = binding::target(&binding, who, &args);
+        }
+    }
 }
 
 fn part(tenant: &str, part_id: &str) -> Option<Part> {
@@ -173,6 +213,10 @@ fn cost_center(tenant: &str, cost_center: &str) -> Option<CostCenter> {
 /// The target of a call, in the caller's tenant, or `target_not_found` (which part of it is
 /// missing is not said: another tenant's row and no row look the same).
 pub fn target(who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
+    if let Some(binding) = binding::of(tool) {
+        let target = binding::target(&binding, who, &args.value)?;
+        return Ok(Target::Defined { binding, target });
+    }
     let t = &who.tenant;
     match tool {
         "request_close" => order(t, args.str("order_id")).map(Target::Close),
@@ -201,6 +245,7 @@ fn money(d: Decimal) -> Value {
 /// The domain rules of the call against the target's current state.
 pub fn check(args: &Checked, policy: &Policy, target: &Target) -> Step<Intent> {
     match target {
+        Target::Defined { binding, target } => defined(binding, target, args, policy),
         Target::Close(o) => {
             if o.status != "open" || !o.inspected {
                 return Err(Deny::because(
@@ -250,10 +295,40 @@ pub fn check(args: &Checked, policy: &Policy, target: &Target) -> Step<Intent> {
     }
 }
 
+/// A defined tool's rules, the same for any ERP: the target's state is one the policy row allows;
+/// the value, if the tool has one, is within the row's `max_value` and what is available.
+fn defined(binding: &Binding, target: &binding::Target, args: &Checked, policy: &Policy) -> Step<Intent> {
+    if let Some(allowed) = &policy.target_states {
+        if !target.state.as_ref().is_some_and(|s| allowed.contains(s)) {
+            return Err(Deny::because(Rule::StateNotAllowed, json!({"state": target.state, "needs": allowed})));
+        }
+    }
+    let valued = binding::value(binding, &args.value, target)?;
+    if let Some(v) = &valued {
+        let said = json!({"amount": money(v.amount), "max_value": policy.max_value.map(money)});
+        if policy.max_value.is_some_and(|max| v.amount > max) || (args.sensitive && policy.max_value.is_none()) {
+            return Err(Deny::because(Rule::ValueOverLimit, said));
+        }
+        if v.available.is_some_and(|left| v.amount > left) {
+            return Err(Deny::because(
+                Rule::BudgetExceeded,
+                json!({"account": v.account, "amount": money(v.amount), "available": v.available.map(money)}),
+            ));
+        }
+    }
+    Ok(Intent::Defined { binding: binding.clone(), target: target.clone(), valued, args: args.value.clone() })
+}
+
 /// What `explain_call` and the audit may say of a passing domain step.
 pub fn arithmetic(intent: &Intent, policy: &Policy) -> Option<Value> {
     match intent {
-        Intent::Close { .. } => None,
+        Intent::Close { .. } | Intent::Defined { valued: None, .. } => None,
+        Intent::Defined { valued: Some(v), .. } => Some(json!({
+            "amount": money(v.amount),
+            "max_value": policy.max_value.map(money),
+            "account": v.account,
+            "available": v.available.map(money),
+        })),
         Intent::Purchase { quantity, unit_price, total, cost_center, budget_left, .. } => Some(json!({
             "quantity": quantity,
             "unit_price": money(*unit_price),

@@ -35,6 +35,14 @@ fn still_enabled(tool: &str) -> Step<()> {
 /// target step, the cost centre here), so a switch turned off during a wait is seen.
 pub fn apply(who: &Identity, intent: &Intent, key: &str, proposal_id: Option<&str>) -> Step<(Value, String)> {
     match intent {
+        Intent::Defined { binding, target, valued, args } => {
+            // The DBA's statements cannot carry the switch: it is read now, after the target's
+            // rows are locked and right before the effect.
+            if !writes_enabled(&binding.tool) {
+                return Err(Deny::because(Rule::WriteDisabled, json!({"reason": "turned_off_meanwhile"})));
+            }
+            super::binding::effect(binding, args, target, valued.as_ref())
+        }
         Intent::Close { order_id, reason } => {
             still_enabled("request_close")?;
             let request_id = spi::one(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use tokio_postgres::Client;
 
 use crate::db::{self, verdict, Server};
-use crate::fixture::{Lab, APP, AUDITOR, ONCALL};
+use crate::fixture::{Lab, APP, AUDITOR, DBA, ONCALL};
 use crate::{keys, Result};
 
 pub struct Options {
@@ -69,9 +69,12 @@ async fn all_rows(root: &Client) -> Result<String> {
     Ok(out)
 }
 
+/// Seed 001's refund system, an ERP of the DBA's own (`examples/refunds/`).
+const REFUNDS: &str = include_str!("../../../examples/refunds/refunds.sql");
+
 pub async fn run(opts: &Options) -> Result<Checks> {
     let mut check = Checks::default();
-    println!("pg_toolgate demo: seed 000's lab through the SQL API");
+    println!("pg_toolgate demo: seed 000's lab through the SQL API, then seed 001 on an ERP of the DBA's own");
     let lab = Lab::create(&opts.server, &opts.dbname, &opts.keys_dir).await?;
     let root = lab.connect("postgres").await?;
     let app = lab.connect(APP).await?;
@@ -246,7 +249,75 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         reopen.is_err_and(|e| e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)),
     );
 
-    println!("\n8. Secrets: tokens and private keys appear in no log line and no table");
+    println!("\n8. Seed 001 on an ERP of the DBA's own: examples/refunds, bound with define_tool");
+    let dba = lab.connect(DBA).await?;
+    dba.execute("SELECT toolgate.set_writes_enabled(true)", &[]).await?;
+    root.batch_execute(REFUNDS).await?;
+    let mut refund_ids = Vec::new();
+    for tenant in ["acme", "bravo"] {
+        let idp = keys::generate(&lab.keys_dir, &format!("idp-{tenant}"))?;
+        dba.execute("SELECT toolgate.add_key($1, $2, 'identity', $3)", &[&tenant, &idp.kid(), &idp.public_key()])
+            .await?;
+        refund_ids.push(keys::identity(&idp, "ana", tenant, "atendente", 3600));
+    }
+    tokens.extend(refund_ids.iter().cloned());
+    let (acme, bravo) = (&refund_ids[0], &refund_ids[1]);
+    let call = |who: &str, conv: &str, tool: &str, args: Value| {
+        let (who, conv, tool) = (who.to_string(), conv.to_string(), tool.to_string());
+        let app = &app;
+        async move { db::json(app, "SELECT toolgate.call($1, $2, $3, $4)", &[&who, &conv, &tool, &args]).await }
+    };
+    let refund = |amount: &str, key: &str| json!({"valor_brl": amount, "pedido_id": "p1", "idempotency_key": key});
+    let r = call(acme, "c1", "cancelar_assinatura", json!({"assinatura_id": "s1", "idempotency_key": "demo-cancel-1"}))
+        .await?;
+    show("acme cancelar_assinatura", &r);
+    let not_allowed = verdict(&r) == ("BLOCKED".into(), "tool_not_allowed".into());
+    let r = call(acme, "c1", "emitir_reembolso", refund("480.00", "demo-refund-480")).await?;
+    show("acme emitir_reembolso R$ 480,00", &r);
+    let over = verdict(&r) == ("BLOCKED".into(), "value_over_limit".into());
+    let counted = db::count(
+        &root,
+        "SELECT count(*) FROM toolgate.quota_usage WHERE tenant_id = 'acme' AND conversation_id = 'c1'",
+        &[],
+    )
+    .await?;
+    let mut admitted = Vec::new();
+    for i in 1..=3 {
+        let r = call(acme, "c1", "emitir_reembolso", refund("10.00", &format!("demo-refund-10-{i}"))).await?;
+        show(&format!("acme emitir_reembolso R$ 10,00 #{i}"), &r);
+        admitted.push(verdict(&r));
+    }
+    let r = call(bravo, "c1", "emitir_reembolso", refund("10.00", "demo-refund-bravo")).await?;
+    show("bravo emitir_reembolso", &r);
+    let bravo_refused = verdict(&r) == ("BLOCKED".into(), "tool_not_allowed".into());
+    let read =
+        db::json(&app, "SELECT toolgate.read($1, 'consultar_pedido', '{\"pedido_id\": \"p2\"}')", &[&acme.as_str()])
+            .await?;
+    show("acme consultar_pedido p2", &read);
+    println!("    observacao: {}", read["result"]["observacao"]);
+    let refunds = db::count(&root, "SELECT count(*) FROM refunds.reembolsos", &[]).await?;
+    println!("    refunds the ERP recorded: {refunds}");
+    check.that(
+        "seed 001: allowlist, then value, then quota; the cheap denials consume no quota",
+        not_allowed
+            && over
+            && counted == 0
+            && admitted
+                == [
+                    ("SUCCEEDED".into(), String::new()),
+                    ("SUCCEEDED".into(), String::new()),
+                    ("BLOCKED".into(), "rate_over_limit".into()),
+                ]
+            && refunds == 2,
+    );
+    check.that("seed 001: a tenant with no row for the tool is refused", bravo_refused);
+    check.that(
+        "seed 001: the customer's note comes back as marked data",
+        read["result"]["observacao"]["untrusted"] == true
+            && read["result"]["observacao"]["suspicious"].as_array().is_some_and(|s| !s.is_empty()),
+    );
+
+    println!("\n9. Secrets: tokens and private keys appear in no log line and no table");
     let mut secrets = tokens.clone();
     for entry in std::fs::read_dir(&lab.keys_dir)? {
         secrets.push(std::fs::read_to_string(entry?.path())?.trim().to_string());
@@ -306,14 +377,14 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     println!("\nEffects the ERP recorded:");
     for row in auditor
         .query(
-            "SELECT tenant_id, tool, target, actor, idempotency_key, coalesce('R$ ' || value::text, '') \
+            "SELECT tenant_id, tool, target, actor, coalesce(idempotency_key, '-'), coalesce('R$ ' || value::text, '') \
              FROM toolgate.effects ORDER BY at",
             &[],
         )
         .await?
     {
         let c = |i: usize| row.get::<_, String>(i);
-        println!("    {} {} OS {} by {} (key {}) {}", c(0), c(1), c(2), c(3), c(4), c(5));
+        println!("    {} {} {} by {} (key {}) {}", c(0), c(1), c(2), c(3), c(4), c(5));
     }
     println!("\nAudit summary (kind, outcome, rule, replayed: rows):");
     for row in auditor

@@ -118,6 +118,16 @@ fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Viol
     }
 }
 
+/// A tool's name as `toolgate.define_tool` allows it: 1 to 63 lower-case ASCII letters, digits
+/// and `_`, starting with a letter.
+pub fn is_tool_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+}
+
 /// The caller's conversation id: 1..=128 characters, none of them control characters
 /// (it reaches the audit row and the log line).
 pub fn check_conversation_id(id: Option<&str>) -> Result<&str, Violation> {
@@ -165,6 +175,15 @@ impl Contract {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn tool_names_are_short_lower_case_identifiers() {
+        assert!(is_tool_name("emitir_reembolso") && is_tool_name("r2"));
+        for bad in ["", "Probe", "2fa", "a-b", "a b", "ação", &"a".repeat(64)] {
+            assert!(!is_tool_name(bad), "{bad:?}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

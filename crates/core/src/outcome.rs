@@ -55,10 +55,12 @@ pub enum Rule {
     ProposalNotLive,
     ConfirmationInvalid,
     HumanDeclined,
+    ToolMisconfigured,
+    EffectFailed,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 15] = [
+    pub const ALL: [Rule; 17] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
         Rule::WriteDisabled,
@@ -74,6 +76,8 @@ impl Rule {
         Rule::ProposalNotLive,
         Rule::ConfirmationInvalid,
         Rule::HumanDeclined,
+        Rule::ToolMisconfigured,
+        Rule::EffectFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +97,8 @@ impl Rule {
             Rule::ProposalNotLive => "proposal_not_live",
             Rule::ConfirmationInvalid => "confirmation_invalid",
             Rule::HumanDeclined => "human_declined",
+            Rule::ToolMisconfigured => "tool_misconfigured",
+            Rule::EffectFailed => "effect_failed",
         }
     }
 

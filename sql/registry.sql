@@ -1,0 +1,279 @@
+-- pg_toolgate: tools a DBA binds to their own ERP (docs/architecture.md §12). A defined tool is a
+-- row in toolgate.tools, its argument contract in toolgate.tool_schemas, and its binding here:
+-- the DBA's functions that find the target, say the value and make the effect. The gate's steps
+-- (identity, contract, idempotency, policy, state, value, quota, confirmation, audit) are the
+-- same as for the tools the extension ships.
+
+-- The functions a defined tool is bound to. Each is (ctx jsonb, args jsonb) RETURNS jsonb:
+--   target  finds and locks what the call is about in ctx->>'tenant'; returns
+--           {"id": …, "tenant": …, "state": …} or NULL (target_not_found)
+--   value   (optional; required for a sensitive tool) the money at stake:
+--           {"amount": …, "account": …, "available": …}; ctx->'target' is the target's object
+--   effect  makes the change; returns the result object, or NULL when the state moved under the
+--           call; ctx->'target' and ctx->'value' are what the steps before found
+-- consent: the template of the text a person reads before a tier >= 1 effect (NULL: the gate's
+-- own). Placeholders {tenant}, {tool}, {target.id}, {target.state}, {value.amount},
+-- {value.account}, {value.available} and {args.NAME}; the gate fills and quotes every value.
+-- A read tool (define_read_tool) has one function instead:
+--   reader  returns what was asked, in ctx->>'tenant', or NULL (target_not_found); the strings at
+--           the JSON Pointers in `untrusted` (a segment * is every element of an array) come back
+--           marked as untrusted third-party data. Nothing a reader writes is kept.
+CREATE TABLE toolgate.tool_bindings (
+    tool       text PRIMARY KEY REFERENCES toolgate.tools,
+    kind       text NOT NULL CHECK (kind IN ('write', 'read')),
+    target     regprocedure,
+    value      regprocedure,
+    effect     regprocedure,
+    reader     regprocedure,
+    untrusted  text[] NOT NULL DEFAULT '{}',
+    consent    text,
+    version    integer NOT NULL,
+    defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    defined_by text NOT NULL,
+    CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
+                     ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
+                          AND consent IS NULL END)
+);
+
+-- Every version of every definition: who changed it, when, from what to what.
+CREATE TABLE toolgate.tool_history (
+    history_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tool       text NOT NULL,
+    version    integer NOT NULL,
+    changed_at timestamptz NOT NULL,
+    changed_by text NOT NULL,
+    old        jsonb,
+    new        jsonb
+);
+CREATE INDEX tool_history_at ON toolgate.tool_history (tool, changed_at);
+
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_bindings', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history_history_id_seq', '');
+
+CREATE TRIGGER tool_bindings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+
+-- Why `fn` may not be bound (NULL: it may). Checked by define_tool and again by the gate at every
+-- use, so a function changed after its definition fails closed (BLOCKED tool_misconfigured):
+-- it must exist with the binding signature, be SECURITY DEFINER with a pinned search_path, be
+-- owned by a role that is not a superuser and that no agent login can act as, and be executable
+-- by neither PUBLIC nor any member of toolgate_agent (the application must never reach an
+-- effect around the gate).
+CREATE FUNCTION toolgate.binding_fault(fn regprocedure, what text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN fn IS NULL THEN NULL
+        WHEN p.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn::oid)
+        WHEN p.prokind <> 'f' OR p.proretset OR p.prorettype <> 'jsonb'::regtype
+             OR p.pronargs <> 2 OR p.proargtypes[0] <> 'jsonb'::regtype OR p.proargtypes[1] <> 'jsonb'::regtype
+            THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
+        WHEN NOT p.prosecdef THEN pg_catalog.format('%s function %s must be SECURITY DEFINER', what, fn)
+        WHEN o.rolsuper THEN pg_catalog.format('%s function %s must not be owned by a superuser', what, fn)
+        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
+            THEN pg_catalog.format('%s function %s must pin its search_path (SET search_path = …)', what, fn)
+        WHEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+            THEN pg_catalog.format('%s function %s must not be executable by PUBLIC', what, fn)
+        WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                      WHERE NOT r.rolsuper AND pg_catalog.pg_has_role(r.oid, 'toolgate_agent', 'MEMBER')
+                        AND (pg_catalog.has_function_privilege(r.oid, p.oid, 'EXECUTE')
+                             OR pg_catalog.pg_has_role(r.oid, p.proowner, 'MEMBER')))
+            THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or its members', what, fn)
+    END
+    FROM (SELECT fn) f
+    LEFT JOIN pg_catalog.pg_proc p ON p.oid = f.fn
+    LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+$$;
+
+-- The gate's one way of running a bound function: by its name and schema, with the context and
+-- the clean arguments as parameters (never as text in the statement).
+CREATE FUNCTION toolgate.invoke_binding(fn regprocedure, ctx jsonb, args jsonb) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name text;
+    result jsonb;
+BEGIN
+    SELECT pg_catalog.format('%I.%I', n.nspname, p.proname) INTO STRICT name
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE p.oid = fn;
+    EXECUTE pg_catalog.format('SELECT %s($1, $2)', name) INTO result USING ctx, args;
+    RETURN result;
+END
+$$;
+
+-- Define a write tool, or change its definition: one transaction, so a refused definition leaves
+-- nothing behind. Returns the definition's version; every version is in toolgate.tool_history.
+-- A changed schema becomes the tool's next schema version (calls name the version that judged
+-- them). The tools the extension ships cannot be redefined.
+CREATE FUNCTION toolgate.define_tool(
+    tool text,
+    description text,
+    schema jsonb,
+    sensitive boolean,
+    target regprocedure,
+    effect regprocedure,
+    value regprocedure DEFAULT NULL,
+    consent text DEFAULT NULL
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    fault text;
+    newest jsonb;
+    before toolgate.tool_bindings;
+    after toolgate.tool_bindings;
+BEGIN
+    IF tool IS NULL OR tool !~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF description IS NULL OR pg_catalog.btrim(description) = '' OR schema IS NULL OR sensitive IS NULL
+       OR target IS NULL OR effect IS NULL THEN
+        RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.defined_by IS NULL) THEN
+        RAISE EXCEPTION 'tool % ships with pg_toolgate and cannot be redefined', tool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.kind <> 'write') THEN
+        RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sensitive AND value IS NULL THEN
+        RAISE EXCEPTION 'a sensitive tool needs a value function (the money at stake)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    fault := coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'),
+                      toolgate.binding_fault(value, 'value'));
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
+    END IF;
+    PERFORM toolgate.check_tool_schema(schema);
+    IF NOT coalesce(schema->'required' ? 'idempotency_key', false)
+       OR schema->'properties'->'idempotency_key'->>'type' IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'the schema must require a string idempotency_key (the retry key)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF consent IS NOT NULL THEN
+        PERFORM toolgate.check_consent_template(consent, schema, value IS NOT NULL);
+    END IF;
+
+    -- The tool's row is the lock: concurrent definitions of one tool take turns.
+    INSERT INTO toolgate.tools AS t (tool, sensitive, description, defined_by)
+    VALUES (tool, sensitive, description, who)
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
+        sensitive = excluded.sensitive, description = excluded.description, defined_by = excluded.defined_by;
+    SELECT s.schema INTO newest FROM toolgate.tool_schemas s
+     WHERE s.tool = define_tool.tool ORDER BY s.version DESC LIMIT 1;
+    IF newest IS DISTINCT FROM schema THEN
+        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
+        SELECT define_tool.tool, coalesce(max(s.version), 0) + 1, define_tool.schema, who
+          FROM toolgate.tool_schemas s WHERE s.tool = define_tool.tool;
+    END IF;
+    SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, version, defined_by)
+    VALUES (tool, 'write', target, value, effect, consent, 1, who)
+    ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
+        target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
+        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+    RETURNING * INTO after;
+    INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tool, after.version, pg_catalog.now(), who,
+            CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
+            pg_catalog.to_jsonb(after) || pg_catalog.jsonb_build_object('description', description,
+                                                                         'sensitive', sensitive));
+    RETURN after.version;
+END
+$$;
+
+-- Define or redefine a read tool: its schema and the reader function, and the JSON Pointers of
+-- the third-party text in what it returns. The same checks as define_tool; no retry key needed.
+CREATE FUNCTION toolgate.define_read_tool(
+    tool text,
+    description text,
+    schema jsonb,
+    reader regprocedure,
+    untrusted text[] DEFAULT '{}'
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    fault text;
+    newest jsonb;
+    before toolgate.tool_bindings;
+    after toolgate.tool_bindings;
+BEGIN
+    IF tool IS NULL OR tool !~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF description IS NULL OR pg_catalog.btrim(description) = '' OR schema IS NULL OR reader IS NULL
+       OR untrusted IS NULL THEN
+        RAISE EXCEPTION 'define_read_tool needs a description, a schema, a reader function and untrusted'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_read_tool.tool
+                 AND (t.defined_by IS NULL OR t.kind <> 'read')) THEN
+        RAISE EXCEPTION 'tool % is already a write tool', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(untrusted) p WHERE p IS NULL OR (p <> '' AND p !~ '^/.{0,199}$')) THEN
+        RAISE EXCEPTION 'untrusted holds JSON Pointers: empty or starting with /'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    fault := toolgate.binding_fault(reader, 'reader');
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
+    END IF;
+    PERFORM toolgate.check_tool_schema(schema);
+
+    INSERT INTO toolgate.tools AS t (tool, sensitive, description, defined_by, kind)
+    VALUES (tool, false, description, who, 'read')
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
+        description = excluded.description, defined_by = excluded.defined_by;
+    SELECT s.schema INTO newest FROM toolgate.tool_schemas s
+     WHERE s.tool = define_read_tool.tool ORDER BY s.version DESC LIMIT 1;
+    IF newest IS DISTINCT FROM schema THEN
+        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
+        SELECT define_read_tool.tool, coalesce(max(s.version), 0) + 1, define_read_tool.schema, who
+          FROM toolgate.tool_schemas s WHERE s.tool = define_read_tool.tool;
+    END IF;
+    SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_read_tool.tool;
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, reader, untrusted, version, defined_by)
+    VALUES (tool, 'read', reader, untrusted, 1, who)
+    ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
+        reader = excluded.reader, untrusted = excluded.untrusted,
+        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+    RETURNING * INTO after;
+    INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tool, after.version, pg_catalog.now(), who,
+            CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
+            pg_catalog.to_jsonb(after) || pg_catalog.jsonb_build_object('description', description));
+    RETURN after.version;
+END
+$$;
+
+-- Any read tool a DBA defined: identity, schema, the policy row and role, then the reader.
+CREATE FUNCTION toolgate.read(identity text, tool text, args jsonb) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'read_wrapper';
+
+-- Any write tool, the shipped ones and the defined ones: the whole gate (src/entry.rs).
+CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, args jsonb) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'call_wrapper';
+
+COMMENT ON FUNCTION toolgate.call(text, text, text, jsonb) IS
+    'Call any write tool (shipped or defined with define_tool): the whole gate runs.';
+COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text) IS
+    'Define or redefine a write tool bound to the DBA''s own functions; versioned in tool_history.';
+COMMENT ON FUNCTION toolgate.read(text, text, jsonb) IS
+    'Call a read tool defined with define_read_tool: third-party text comes back marked untrusted.';
+COMMENT ON FUNCTION toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]) IS
+    'Define or redefine a read tool bound to the DBA''s reader function; versioned in tool_history.';
+COMMENT ON FUNCTION toolgate.current_tenant() IS
+    'The verified tenant of the gate call in progress (NULL outside one): for the ERP''s row-level security.';

@@ -1,0 +1,315 @@
+//! Tools a DBA defined with `toolgate.define_tool` (sql/registry.sql): the gate's steps 4–8 for
+//! any ERP, through the DBA's own functions. `target` finds and locks what the call is about,
+//! `value` says the money at stake and what is available for it, `effect` makes the change. Each
+//! is `(ctx jsonb, args jsonb) RETURNS jsonb`, SECURITY DEFINER, owned by a role that is not a
+//! superuser, with a pinned search_path, and executable by neither PUBLIC nor the agent: checked
+//! when the tool is defined and again at every use (`toolgate.binding_fault`), so a function
+//! changed later fails closed. The gate runs them in subtransactions: what they raise, or return
+//! out of shape, becomes an outcome, never a half-made effect.
+
+use pgrx::pg_sys;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::str::FromStr;
+use toolgate_core::outcome::Rule;
+use toolgate_core::proposal;
+use toolgate_core::token::Identity;
+
+use super::{Deny, Step};
+use crate::config::{cached, Cache};
+use crate::subxact::{self, Failure};
+use crate::{context, spi};
+
+/// A defined tool's functions and its consent template.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub tool: String,
+    target: pg_sys::Oid,
+    value: Option<pg_sys::Oid>,
+    effect: pg_sys::Oid,
+    consent: Option<String>,
+}
+
+thread_local! {
+    static BINDINGS: RefCell<Cache<String, Option<Binding>>> = RefCell::new(Cache::new());
+}
+
+/// The binding of `tool`; `None` for a tool the extension ships (or no tool at all).
+pub fn of(tool: &str) -> Option<Binding> {
+    cached(&BINDINGS, tool.to_string(), || {
+        spi::latest(
+            "SELECT target::oid, value::oid, effect::oid, consent FROM toolgate.tool_bindings \
+             WHERE tool = $1 AND kind = 'write'",
+            &[tool.into()],
+            |r| {
+                Ok(Binding {
+                    tool: tool.to_string(),
+                    target: spi::col(r, 1)?,
+                    value: r.get(2)?,
+                    effect: spi::col(r, 3)?,
+                    consent: r.get(4)?,
+                })
+            },
+        )
+    })
+}
+
+/// What the target function found: its id and state in the DBA's own words, and the whole object
+/// (which `value` and `effect` receive in their context).
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub id: String,
+    pub state: Option<String>,
+    pub found: Value,
+}
+
+/// What the value function said: the amount at stake, the account it draws on, what is left there.
+#[derive(Clone, Debug)]
+pub struct Valued {
+    pub amount: Decimal,
+    pub account: Option<String>,
+    pub available: Option<Decimal>,
+    pub said: Value,
+}
+
+fn misconfigured(function: &str, reason: impl Into<String>) -> Deny {
+    Deny::because(Rule::ToolMisconfigured, json!({"function": function, "reason": reason.into()}))
+}
+
+/// The functions as they are now: a function changed since `define_tool` checked it (no longer
+/// SECURITY DEFINER, granted to the agent, owned by a superuser, dropped) refuses the call.
+pub fn check(b: &Binding) -> Step<()> {
+    check_tool(&b.tool)
+}
+
+fn check_tool(tool: &str) -> Step<()> {
+    let fault = spi::latest(
+        "SELECT coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'), \
+         toolgate.binding_fault(value, 'value'), toolgate.binding_fault(reader, 'reader')) \
+         FROM toolgate.tool_bindings WHERE tool = $1",
+        &[tool.into()],
+        |r| r.get::<String>(1),
+    )
+    .flatten();
+    match fault {
+        Some(reason) => Err(misconfigured("binding", reason)),
+        None => Ok(()),
+    }
+}
+
+/// The context every bound function receives: the verified call, never the arguments' word.
+fn ctx(b: &Binding, args: &Value, extra: &[(&str, &Value)]) -> Value {
+    let c = context::get();
+    let mut ctx = json!({
+        "tenant": c.tenant, "actor": c.actor, "role": c.role, "conversation": c.conversation,
+        "tool": b.tool, "idempotency_key": args.get("idempotency_key"), "proposal_id": c.proposal,
+    });
+    for (k, v) in extra {
+        ctx[*k] = (*v).clone();
+    }
+    ctx
+}
+
+/// Call `function` with `ctx` and `args` in a subtransaction; `shape` judges what it returned
+/// (inside the subtransaction: a refused shape undoes whatever the function did).
+fn invoke<T>(
+    function: pg_sys::Oid,
+    ctx: &Value,
+    args: &Value,
+    shape: impl FnOnce(Option<Value>) -> Result<T, Deny>,
+) -> Result<T, Failure<Deny>> {
+    subxact::attempt(|| {
+        let out = spi::one(
+            "SELECT toolgate.invoke_binding($1::oid::regprocedure, $2::text::jsonb, $3::text::jsonb)::text",
+            &[function.into(), ctx.to_string().into(), args.to_string().into()],
+            |r| r.get::<String>(1),
+        )
+        .flatten();
+        shape(out.map(|text| serde_json::from_str(&text).expect("jsonb text is JSON")))
+    })
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn decimal(v: Option<&Value>) -> Option<Decimal> {
+    let text = text_of(v?)?;
+    Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).ok()
+}
+
+/// Step 4's target, found and locked by the DBA's function in the caller's tenant. NULL is
+/// `target_not_found`; so is a target of another tenant, whatever the function did.
+pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
+    check(b)?;
+    let found = invoke(b.target, &ctx(b, args, &[]), args, |out| {
+        let Some(found) = out.filter(|v| !v.is_null()) else {
+            return Err(Deny::new(Rule::TargetNotFound));
+        };
+        let id = found.get("id").and_then(text_of);
+        let tenant = found.get("tenant").and_then(Value::as_str);
+        match (id, tenant) {
+            (Some(id), Some(tenant)) if tenant == who.tenant => {
+                Ok(Target { id, state: found.get("state").and_then(text_of), found: found.clone() })
+            }
+            (Some(_), Some(_)) => Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"}))),
+            _ => Err(misconfigured("target", "must return an object with \"id\" and \"tenant\"")),
+        }
+    });
+    found.map_err(|f| failed(f, "target", Rule::ToolMisconfigured))
+}
+
+/// Step 5's value, when the tool has a value function.
+pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>> {
+    let Some(function) = b.value else { return Ok(None) };
+    let said = invoke(function, &ctx(b, args, &[("target", &target.found)]), args, |out| {
+        let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
+        let amount =
+            decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
+        let available = match said.get("available") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(decimal(Some(v)).ok_or_else(|| misconfigured("value", "\"available\" must be a decimal"))?),
+        };
+        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, said })
+    });
+    said.map(Some).map_err(|f| failed(f, "value", Rule::ToolMisconfigured))
+}
+
+/// Step 8's effect. NULL means the state moved under the call (`state_not_allowed`); anything
+/// but an object, or an exception, is `effect_failed` and leaves nothing of the effect.
+pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<(Value, String)> {
+    let value = valued.map(|v| v.said.clone()).unwrap_or(Value::Null);
+    let ctx = ctx(b, args, &[("target", &target.found), ("value", &value)]);
+    let done = invoke(b.effect, &ctx, args, |out| match out {
+        None | Some(Value::Null) => Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"}))),
+        Some(result) if result.is_object() => Ok(result),
+        Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
+    });
+    let result = done.map_err(|f| failed(f, "effect", Rule::EffectFailed))?;
+    let summary = result
+        .get("summary")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{} applied to {}.", b.tool, proposal::quoted(&target.id)));
+    Ok((result, summary))
+}
+
+/// An exception from a bound function: its SQLSTATE is audited, never its message (it may quote
+/// data).
+fn failed(f: Failure<Deny>, function: &str, rule: Rule) -> Deny {
+    match f {
+        Failure::Refused(deny) => deny,
+        Failure::Raised(sqlstate) => {
+            Deny::because(rule, json!({"function": function, "reason": "raised", "sqlstate": sqlstate}))
+        }
+    }
+}
+
+/// The text the person reads: the DBA's template, or the gate's own, with every value quoted.
+pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Option<&Valued>) -> String {
+    let lookup = |name: &str| -> Option<String> {
+        match name {
+            "tenant" => Some(tenant.to_string()),
+            "tool" => Some(b.tool.clone()),
+            "target.id" => Some(target.id.clone()),
+            "target.state" => Some(target.state.clone().unwrap_or_default()),
+            "value.amount" => valued.map(|v| toolgate_core::policy::brl(v.amount)),
+            "value.account" => valued.map(|v| v.account.clone().unwrap_or_default()),
+            "value.available" => valued.map(|v| v.available.map(toolgate_core::policy::brl).unwrap_or_default()),
+            _ => name.strip_prefix("args.").map(|k| match args.get(k) {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+            }),
+        }
+    };
+    let template = b.consent.clone().unwrap_or_else(|| default_template(args, valued.is_some()));
+    // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
+    proposal::fill(&template, lookup)
+        .unwrap_or_else(|_| proposal::fill(&default_template(args, valued.is_some()), lookup).expect("known names"))
+}
+
+/// The gate's own text: the tool, its target, the tenant, the value, every argument but the key.
+fn default_template(args: &Value, valued: bool) -> String {
+    let mut t = String::from("Executar {tool} sobre {target.id} (tenant {tenant}).");
+    if valued {
+        t.push_str(" Valor: {value.amount}.");
+    }
+    let names: Vec<&String> = args
+        .as_object()
+        .map(|o| o.keys().filter(|k| *k != "idempotency_key" && !k.contains(['{', '}'])).collect())
+        .unwrap_or_default();
+    if !names.is_empty() {
+        let listed: Vec<String> = names.iter().map(|k| format!("{k} {{args.{k}}}")).collect();
+        t.push_str(&format!(" Argumentos: {}.", listed.join(", ")));
+    }
+    t
+}
+
+/// Check a consent template at definition: every placeholder is one the gate can fill for this
+/// tool (`args.` names must be properties of its schema; `value.` needs a value function).
+pub fn check_template(template: &str, schema: &Value, has_value: bool) -> Result<(), String> {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    proposal::fill(template, |name| {
+        let known = match name {
+            "tenant" | "tool" | "target.id" | "target.state" => true,
+            "value.amount" | "value.account" | "value.available" => has_value,
+            _ => name.strip_prefix("args.").is_some_and(|k| properties.is_some_and(|p| p.contains_key(k))),
+        };
+        known.then(String::new)
+    })
+    .map(|_| ())
+}
+
+/// A read tool's reader and the JSON Pointers of the third-party text in what it returns.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub tool: String,
+    reader: pg_sys::Oid,
+    untrusted: Vec<String>,
+}
+
+thread_local! {
+    static READERS: RefCell<Cache<String, Option<Reader>>> = RefCell::new(Cache::new());
+}
+
+/// The reader of the read tool `tool`, if it is one.
+pub fn reader(tool: &str) -> Option<Reader> {
+    cached(&READERS, tool.to_string(), || {
+        spi::latest(
+            "SELECT reader::oid, untrusted FROM toolgate.tool_bindings WHERE tool = $1 AND kind = 'read'",
+            &[tool.into()],
+            |r| {
+                Ok(Reader {
+                    tool: tool.to_string(),
+                    reader: spi::col(r, 1)?,
+                    untrusted: r.get::<Vec<String>>(2)?.unwrap_or_default(),
+                })
+            },
+        )
+    })
+}
+
+/// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how
+/// many were. NULL is `target_not_found`. Nothing the reader writes is kept: its subtransaction
+/// is rolled back whatever happens, after its answer is read.
+pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
+    check_tool(&r.tool)?;
+    let c = context::get();
+    let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "tool": r.tool});
+    let answered = subxact::rolled_back(|| {
+        invoke(r.reader, &ctx, args, |out| match out {
+            None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
+            Some(v) if v.is_object() || v.is_array() => Ok(v),
+            Some(_) => Err(misconfigured("reader", "must return an object or an array")),
+        })
+    });
+    let mut value = answered.map_err(|f| failed(f, "reader", Rule::ToolMisconfigured))?;
+    let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
+    Ok((value, marked))
+}
