@@ -65,6 +65,12 @@ NAMES = {
     "denial": "denial at the policy step (role)",
     "purchase": "purchase: request_purchase_part tier 0, 100 cost centres",
     "durable_write": "for reference: one small row, written and committed",
+    "identity_first_eddsa": "read_order, issuer token EdDSA, each token new (verified)",
+    "identity_cached_eddsa": "read_order, issuer token EdDSA, the same token (remembered)",
+    "identity_first_rs256": "read_order, issuer token RS256 (RSA 2048), each token new (verified)",
+    "identity_cached_rs256": "read_order, issuer token RS256, the same token (remembered)",
+    "identity_first_es256": "read_order, issuer token ES256 (P-256), each token new (verified)",
+    "identity_cached_es256": "read_order, issuer token ES256, the same token (remembered)",
 }
 
 

@@ -36,6 +36,12 @@ CREATE SEQUENCE bench.confirmations_used;
 -- confirming the same one. Each proposal (here and in the floor) has a conversation of its own:
 -- proposed and confirmed in turn, a conversation holds no live proposal for the next to supersede.
 CREATE TABLE bench.confirmations (n bigint PRIMARY KEY, proposal_id uuid NOT NULL, token text NOT NULL);
+-- Identity tokens of a registered issuer (RS256, ES256, EdDSA; PyJWT signs them before the run),
+-- each used once: every call of identity_first verifies a token the backend has not seen.
+CREATE TABLE bench.identity_tokens (alg text, n bigint, token text NOT NULL, PRIMARY KEY (alg, n));
+CREATE SEQUENCE bench.identity_used_eddsa;
+CREATE SEQUENCE bench.identity_used_rs256;
+CREATE SEQUENCE bench.identity_used_es256;
 -- The least any transaction that writes pays: one small row, no index, committed and flushed. A
 -- replay writes its audit row, so it cannot cost less than this.
 CREATE TABLE bench.one_write (client_id int NOT NULL, at timestamptz NOT NULL DEFAULT now());

@@ -144,6 +144,64 @@ check() {
     fi
 }
 
+# Identity tokens of a registered issuer (docs/architecture.md §3): PyJWT (scripts/setup.sh puts
+# it in target/pyjwt) signs RS256, ES256 and EdDSA tokens for tenant bench before the run.
+pyjwt=${TOOLGATE_TEST_PYTHON:-$root/target/pyjwt/bin/python}
+id_calls=$($smoke && echo 200 || echo 2000)   # per round: each first-use call spends a token
+id_iss=https://idp.bench.test/realms/bench
+psql_ -d toolgate_bench -c "SET ROLE toolgate_admin" \
+    -c "SELECT toolgate.add_issuer('bench-idp', '$id_iss', ARRAY['toolgate-bench'],
+        ('$("$pyjwt" tests/oidc/pyjwt_mint.py "$work/oidc" jwks)'::jsonb)->'keycloak', 'tenant')" \
+    -c "SELECT toolgate.set_tenant_issuer('bench', 'bench-idp', 'bench')" >/dev/null
+python3 - "$id_iss" "$((id_calls * rounds + 1))" >"$work/id-specs.json" <<'PY'
+import json, sys, time
+iss, n = sys.argv[1], int(sys.argv[2])
+now = int(time.time())
+claims = {"iss": iss, "aud": "toolgate-bench", "sub": "bench-user", "tenant": "bench", "roles": ["supervisor"],
+          "iat": now, "exp": now + 6 * 3600}
+specs = []
+for key, alg in [("kc-ed", "EdDSA"), ("kc-rs", "RS256"), ("kc-es", "ES256")]:
+    specs += [{"key": key, "alg": alg, "claims": dict(claims, jti=f"{alg}-{i}")} for i in range(n)]
+print(json.dumps(specs))
+PY
+"$pyjwt" tests/oidc/pyjwt_mint.py "$work/oidc" tokens <"$work/id-specs.json" >"$work/id-tokens.json"
+python3 - "$work/id-tokens.json" "$((id_calls * rounds + 1))" >"$work/id-tokens.tsv" <<'PY'
+import json, sys
+tokens, n = json.load(open(sys.argv[1])), int(sys.argv[2])
+for i, alg in enumerate(["eddsa", "rs256", "es256"]):
+    for j in range(n):
+        print(f"{alg}\t{j + 1}\t{tokens[i * n + j]}")
+PY
+psql_ -d toolgate_bench -c "\copy bench.identity_tokens FROM '$work/id-tokens.tsv'"
+
+# run_identity ALG MODE ROUND: identity_first (a new token a call) or identity_cached (one token
+# again and again, the backend remembers it), one client, id_calls calls.
+run_identity() {
+    local alg=$1 mode=$2 round=$3 label=identity_${2}_$1
+    local logdir=$work/log/$label-1-$round idtoken out tps
+    mkdir -p "$logdir"
+    # The cached run's token: the last of the alg's, which no first-use run reaches.
+    idtoken=$(psql_ -d toolgate_bench -Atc "SELECT token FROM bench.identity_tokens WHERE alg = '$alg' ORDER BY n DESC LIMIT 1")
+    out=$("$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres -c 1 -j 1 -t "$id_calls" \
+        -f "bench/identity_$mode.sql" -D alg="$alg" -D idtoken="$idtoken" \
+        --log --log-prefix="$logdir/tx" toolgate_bench 2>&1) || { echo "$out" >&2; exit 1; }
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
+    python3 bench/report.py latency "$logdir" "$label" "$label" 1 "$tps" >>"$results"
+    tail -n 1 "$results" | awk -v r="$round" '{ printf "  %-24s c=%-3s round %s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, r, $4, $5, $6 }'
+}
+log "identity tokens of a registered issuer ($rounds round(s) of $id_calls calls each, 1 client)"
+since=$(psql_ -d toolgate_bench -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
+for round in $(seq "$rounds"); do
+    for alg in eddsa rs256 es256; do
+        for mode in first cached; do run_identity "$alg" "$mode" "$round"; done
+    done
+done
+got=$(psql_ -d toolgate_bench -At -F ' ' -c "SELECT DISTINCT kind, outcome, coalesce(rule, '-') FROM toolgate.audit WHERE audit_id > $since" | paste -sd '|')
+if [ "$got" != "read SUCCEEDED -" ]; then
+    log "the identity runs did not do what they measure: audit says [$got], expected [read SUCCEEDED -]" >&2
+    exit 1
+fi
+
 log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do

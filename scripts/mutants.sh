@@ -67,6 +67,8 @@ port=$(free_port "${MUTANTS_PORT:-54501}")
 clusters+=("$work/pg")
 trap 'if [ -d "$pristine" ]; then python3 mutants/apply.py sync "$pristine" "$tree" || true; fi; work_cleanup' EXIT
 export CARGO_TARGET_DIR=$target
+# The integration tests run from the tree copy; PyJWT's environment stays the working tree's (setup.sh).
+export TOOLGATE_TEST_PYTHON=${TOOLGATE_TEST_PYTHON:-$root/target/pyjwt/bin/python}
 
 # The tree under test: the working tree's tracked and untracked-but-not-ignored files.
 rm -rf "$pristine"

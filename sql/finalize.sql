@@ -23,6 +23,9 @@ GRANT EXECUTE ON FUNCTION
     toolgate.add_tenant(text, text),
     toolgate.add_key(text, text, text, text),
     toolgate.revoke_key(text),
+    toolgate.add_issuer(text, text, text[], jsonb, text, text, text),
+    toolgate.set_issuer_keys(text, jsonb),
+    toolgate.set_tenant_issuer(text, text, text),
     toolgate.set_tool_schema(text, jsonb),
     toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[]),
     toolgate.policy_at(text, text, timestamptz),
@@ -33,7 +36,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
-GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.tools, toolgate.tool_schemas,
+GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches,
                 toolgate.tool_bindings, toolgate.tool_history
 TO toolgate_admin;

@@ -13,12 +13,14 @@ pub enum AdminError {
     Schema(String),
     #[error("invalid consent template: {0}")]
     Template(String),
+    #[error("invalid JWKS document: {0}")]
+    Jwks(String),
 }
 
 impl AdminError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
-            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Template(_) => {
+            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Template(_) | AdminError::Jwks(_) => {
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
             }
         }

@@ -12,8 +12,22 @@ use pgrx::prelude::*;
 pub static MAX_TOKEN_LIFETIME: pgrx::GucSetting<i32> =
     pgrx::GucSetting::<i32>::new(toolgate_core::token::DEFAULT_MAX_LIFETIME_SECONDS as i32);
 
+/// `toolgate.clock_skew`: how far, in seconds, a token's `iat` or `nbf` (a confirmation's `at`)
+/// may lead the database's clock. Superuser-only.
+pub static CLOCK_SKEW: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(toolgate_core::token::SKEW_SECONDS as i32);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    pgrx::GucRegistry::define_int_guc(
+        c"toolgate.clock_skew",
+        c"How far a token's iat or nbf may lead the database's clock.",
+        c"A token issued or valid only further in the future is refused (identity_invalid, confirmation_invalid).",
+        &CLOCK_SKEW,
+        0,
+        3600,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::UNIT_S,
+    );
     pgrx::GucRegistry::define_int_guc(
         c"toolgate.max_token_lifetime",
         c"Longest life of an identity or confirmation token pg_toolgate accepts.",
@@ -40,7 +54,7 @@ extension_sql_file!("../sql/tools.sql", name = "tools", requires = ["bootstrap"]
 extension_sql_file!(
     "../sql/api.sql",
     name = "api",
-    requires = ["tools", gate_explain, parse_public_key, check_tool_schema, caller, signal_config_change]
+    requires = ["tools", gate_explain, parse_public_key, check_jwks, check_tool_schema, caller, signal_config_change]
 );
 extension_sql_file!(
     "../sql/registry.sql",

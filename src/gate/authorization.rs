@@ -137,7 +137,7 @@ fn judge(who: &Identity, tool: &str, sensitive: bool, writes: bool, audit: &mut 
             return Err(Deny::because(Rule::PolicyIncomplete, json!({"missing": missing})));
         }
     }
-    if !row.roles.iter().any(|r| r == &who.role) {
+    if !who.has_any_role(&row.roles) {
         return Err(Deny::because(Rule::RoleNotAllowed, json!({"role": who.role})));
     }
     let decimal = |v: Option<String>| v.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"));

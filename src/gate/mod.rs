@@ -60,9 +60,13 @@ pub mod clock {
         ts.div_euclid(1_000_000) + 946_684_800
     }
 
-    /// The clock tokens are judged by, with the configured longest lifetime.
+    /// The clock tokens are judged by, with the configured longest lifetime and clock skew.
     pub fn tokens() -> toolgate_core::token::Clock {
-        toolgate_core::token::Clock { now: now(), max_lifetime: i64::from(crate::MAX_TOKEN_LIFETIME.get()) }
+        toolgate_core::token::Clock {
+            now: now(),
+            max_lifetime: i64::from(crate::MAX_TOKEN_LIFETIME.get()),
+            skew: i64::from(crate::CLOCK_SKEW.get()),
+        }
     }
 
     /// The caller's transaction reads one snapshot throughout (REPEATABLE READ or SERIALIZABLE).

@@ -7,6 +7,7 @@
 pub mod consent;
 pub mod contract;
 pub mod digest;
+pub mod issuer;
 pub mod outcome;
 pub mod policy;
 pub mod proposal;

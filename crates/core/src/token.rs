@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 
 /// Tokens longer than this are refused unread.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
-/// Clock skew tolerated for `iat` and a confirmation's `at`.
+/// Clock skew tolerated for `iat`, `nbf` and a confirmation's `at` unless configured otherwise (the
+/// `toolgate.clock_skew` setting).
 pub const SKEW_SECONDS: i64 = 60;
 /// Longest claim string kept (actor, tenant, role); longer is refused.
 pub const MAX_CLAIM_CHARS: usize = 128;
@@ -31,11 +32,14 @@ pub const DEFAULT_MAX_LIFETIME_SECONDS: i64 = 24 * 3600;
 pub struct Clock {
     pub now: i64,
     pub max_lifetime: i64,
+    /// How far `iat`, `nbf` (and a confirmation's `at`) may lead `now` (the `toolgate.clock_skew`
+    /// setting).
+    pub skew: i64,
 }
 
 impl From<i64> for Clock {
     fn from(now: i64) -> Clock {
-        Clock { now, max_lifetime: DEFAULT_MAX_LIFETIME_SECONDS }
+        Clock { now, max_lifetime: DEFAULT_MAX_LIFETIME_SECONDS, skew: SKEW_SECONDS }
     }
 }
 
@@ -100,6 +104,16 @@ pub enum TokenError {
     NotYetValid,
     #[error("token lives longer than allowed")]
     Lifetime,
+    #[error("iss names no registered issuer")]
+    UnknownIssuer,
+    #[error("iss missing or not the registered one")]
+    Issuer,
+    #[error("aud missing or not one this database accepts")]
+    Audience,
+    #[error("header carries or points at key material")]
+    EmbeddedKey,
+    #[error("tenant claim maps to no tenant of this issuer")]
+    UnmappedTenant,
 }
 
 impl TokenError {
@@ -118,6 +132,11 @@ impl TokenError {
             TokenError::IssuedInFuture => "issued_in_future",
             TokenError::NotYetValid => "not_yet_valid",
             TokenError::Lifetime => "lifetime",
+            TokenError::UnknownIssuer => "unknown_issuer",
+            TokenError::Issuer => "issuer",
+            TokenError::Audience => "audience",
+            TokenError::EmbeddedKey => "embedded_key",
+            TokenError::UnmappedTenant => "unmapped_tenant",
         }
     }
 }
@@ -133,6 +152,21 @@ pub struct Identity {
     pub iat: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbf: Option<i64>,
+    /// Every role the token carries, sorted (an issuer's roles claim may hold several; `role` is
+    /// then their comma-joined list, as the audit shows it). Empty: `role` alone.
+    #[serde(skip)]
+    pub roles: Vec<String>,
+}
+
+impl Identity {
+    /// Whether a policy listing `allowed` roles lets this caller through: the union of what each
+    /// of the caller's roles allows, so one allowed role is enough.
+    pub fn has_any_role(&self, allowed: &[String]) -> bool {
+        if self.roles.is_empty() {
+            return allowed.contains(&self.role);
+        }
+        self.roles.iter().any(|r| allowed.contains(r))
+    }
 }
 
 /// What the person answered, as the channel delivered it.
@@ -177,7 +211,7 @@ trait Expiring {
     fn claims_ok(&self) -> bool;
 }
 
-fn bounded(s: &str) -> bool {
+pub(crate) fn bounded(s: &str) -> bool {
     !s.is_empty() && s.chars().count() <= MAX_CLAIM_CHARS && !s.chars().any(char::is_control)
 }
 
@@ -271,7 +305,7 @@ pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
 }
 
 /// A header that is JSON with an `alg` the library does not even know (such as `none`).
-fn header_names_another_alg(token: &str) -> bool {
+pub(crate) fn header_names_another_alg(token: &str) -> bool {
     token
         .split('.')
         .next()
@@ -317,17 +351,17 @@ fn verify<T: DeserializeOwned + Expiring>(
 /// A token's times against the clock: not expired, not issued or valid only in the future
 /// (beyond the skew), and not living longer than allowed, counted from now and from `iat`.
 pub fn judge_times(exp: i64, iat: Option<i64>, nbf: Option<i64>, clock: Clock) -> Result<(), TokenError> {
-    let Clock { now, max_lifetime } = clock;
+    let Clock { now, max_lifetime, skew } = clock;
     if exp <= now {
         return Err(TokenError::Expired);
     }
-    if iat.is_some_and(|iat| iat > now.saturating_add(SKEW_SECONDS)) {
+    if iat.is_some_and(|iat| iat > now.saturating_add(skew)) {
         return Err(TokenError::IssuedInFuture);
     }
-    if nbf.is_some_and(|nbf| nbf > now.saturating_add(SKEW_SECONDS)) {
+    if nbf.is_some_and(|nbf| nbf > now.saturating_add(skew)) {
         return Err(TokenError::NotYetValid);
     }
-    let longest = max_lifetime.saturating_add(SKEW_SECONDS);
+    let longest = max_lifetime.saturating_add(skew);
     if exp.saturating_sub(now) > longest || iat.is_some_and(|iat| exp.saturating_sub(iat) > longest) {
         return Err(TokenError::Lifetime);
     }
@@ -440,6 +474,7 @@ mod tests {
             exp: NOW + 600,
             iat: Some(NOW),
             nbf: None,
+            roles: Vec::new(),
         }
     }
 
@@ -646,6 +681,11 @@ mod tests {
             TokenError::IssuedInFuture,
             TokenError::NotYetValid,
             TokenError::Lifetime,
+            TokenError::UnknownIssuer,
+            TokenError::Issuer,
+            TokenError::Audience,
+            TokenError::EmbeddedKey,
+            TokenError::UnmappedTenant,
         ]
         .map(TokenError::code);
         assert_eq!(codes[9], "expired");
@@ -699,7 +739,7 @@ mod tests {
         let a_day = Identity { iat: None, exp: NOW + DEFAULT_MAX_LIFETIME_SECONDS, ..identity("shopping-a") };
         assert!(verify(&a_day).is_ok());
         // The configured bound is the one judged.
-        let hour = Clock { now: NOW, max_lifetime: 3600 };
+        let hour = Clock { now: NOW, max_lifetime: 3600, skew: SKEW_SECONDS };
         assert_eq!(verify_identity(&s.sign(&a_day), Some(&key), hour), Err(TokenError::Lifetime));
     }
 }
