@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 use std::cell::RefCell;
+use toolgate_core::token::Identity;
 
 /// What the gate verified for the call in progress.
 #[derive(Clone, Default)]
@@ -13,6 +14,8 @@ pub struct Context {
     pub tenant: Option<String>,
     pub actor: Option<String>,
     pub role: Option<String>,
+    /// Every role the token carries (one, for a token with a single `role`).
+    pub roles: Vec<String>,
     pub conversation: Option<String>,
     /// The proposal a confirmation applies.
     pub proposal: Option<String>,
@@ -39,12 +42,13 @@ impl Drop for Held {
     }
 }
 
-/// The identity step verified `tenant`, `actor` and `role`.
-pub fn identify(tenant: &str, actor: &str, role: &str) {
+/// The identity step verified `who`.
+pub fn identify(who: &Identity) {
     CURRENT.with_borrow_mut(|c| {
-        c.tenant = Some(tenant.to_string());
-        c.actor = Some(actor.to_string());
-        c.role = Some(role.to_string());
+        c.tenant = Some(who.tenant.clone());
+        c.actor = Some(who.sub.clone());
+        c.role = Some(who.role.clone());
+        c.roles = if who.roles.is_empty() { vec![who.role.clone()] } else { who.roles.clone() };
     });
 }
 

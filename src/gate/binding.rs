@@ -102,7 +102,7 @@ fn check_tool(tool: &str) -> Step<()> {
 fn ctx(b: &Binding, args: &Value, extra: &[(&str, &Value)]) -> Value {
     let c = context::get();
     let mut ctx = json!({
-        "tenant": c.tenant, "actor": c.actor, "role": c.role, "conversation": c.conversation,
+        "tenant": c.tenant, "actor": c.actor, "role": c.role, "roles": c.roles, "conversation": c.conversation,
         "tool": b.tool, "idempotency_key": args.get("idempotency_key"), "proposal_id": c.proposal,
     });
     for (k, v) in extra {
@@ -301,7 +301,7 @@ pub fn reader(tool: &str) -> Option<Reader> {
 pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     check_tool(&r.tool)?;
     let c = context::get();
-    let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "tool": r.tool});
+    let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "roles": c.roles, "tool": r.tool});
     let answered = subxact::rolled_back(|| {
         invoke(r.reader, &ctx, args, |out| match out {
             None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),

@@ -90,7 +90,7 @@ pub struct Call<'a> {
 fn identify(audit: &mut Audit, token: Option<&str>) -> Step<Identity> {
     let who = audit.step("identity", identity::verify(token))?;
     audit.identity(&who);
-    context::identify(&who.tenant, &who.sub, &who.role);
+    context::identify(&who);
     Ok(who)
 }
 
