@@ -104,6 +104,26 @@ BEGIN
 END
 $$;
 
+-- What every definition records: the tool's row (its row is the lock, so concurrent
+-- definitions of one tool take turns) and, when the schema changed, its next schema version.
+CREATE FUNCTION toolgate.record_tool(tool text, kind text, description text, sensitive boolean, schema jsonb,
+                                     who text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    INSERT INTO toolgate.tools AS t (tool, kind, sensitive, description, defined_by)
+    VALUES (tool, kind, sensitive, description, who)
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
+        sensitive = excluded.sensitive, description = excluded.description, defined_by = excluded.defined_by;
+    IF (SELECT s.schema FROM toolgate.tool_schemas s WHERE s.tool = record_tool.tool
+         ORDER BY s.version DESC LIMIT 1) IS DISTINCT FROM record_tool.schema THEN
+        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
+        SELECT record_tool.tool, coalesce(max(s.version), 0) + 1, record_tool.schema, who
+          FROM toolgate.tool_schemas s WHERE s.tool = record_tool.tool;
+    END IF;
+END
+$$;
+
 -- Define a write tool, or change its definition: one transaction, so a refused definition leaves
 -- nothing behind. Returns the definition's version; every version is in toolgate.tool_history.
 -- A changed schema becomes the tool's next schema version (calls name the version that judged
@@ -123,7 +143,6 @@ AS $$
 DECLARE
     who text := toolgate.caller();
     fault text;
-    newest jsonb;
     before toolgate.tool_bindings;
     after toolgate.tool_bindings;
 BEGIN
@@ -162,18 +181,7 @@ BEGIN
         PERFORM toolgate.check_consent_template(consent, schema, value IS NOT NULL);
     END IF;
 
-    -- The tool's row is the lock: concurrent definitions of one tool take turns.
-    INSERT INTO toolgate.tools AS t (tool, sensitive, description, defined_by)
-    VALUES (tool, sensitive, description, who)
-    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
-        sensitive = excluded.sensitive, description = excluded.description, defined_by = excluded.defined_by;
-    SELECT s.schema INTO newest FROM toolgate.tool_schemas s
-     WHERE s.tool = define_tool.tool ORDER BY s.version DESC LIMIT 1;
-    IF newest IS DISTINCT FROM schema THEN
-        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
-        SELECT define_tool.tool, coalesce(max(s.version), 0) + 1, define_tool.schema, who
-          FROM toolgate.tool_schemas s WHERE s.tool = define_tool.tool;
-    END IF;
+    PERFORM toolgate.record_tool(tool, 'write', description, sensitive, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
     INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, version, defined_by)
     VALUES (tool, 'write', target, value, effect, consent, 1, who)
@@ -204,7 +212,6 @@ AS $$
 DECLARE
     who text := toolgate.caller();
     fault text;
-    newest jsonb;
     before toolgate.tool_bindings;
     after toolgate.tool_bindings;
 BEGIN
@@ -231,17 +238,7 @@ BEGIN
     END IF;
     PERFORM toolgate.check_tool_schema(schema);
 
-    INSERT INTO toolgate.tools AS t (tool, sensitive, description, defined_by, kind)
-    VALUES (tool, false, description, who, 'read')
-    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE SET
-        description = excluded.description, defined_by = excluded.defined_by;
-    SELECT s.schema INTO newest FROM toolgate.tool_schemas s
-     WHERE s.tool = define_read_tool.tool ORDER BY s.version DESC LIMIT 1;
-    IF newest IS DISTINCT FROM schema THEN
-        INSERT INTO toolgate.tool_schemas (tool, version, schema, created_by)
-        SELECT define_read_tool.tool, coalesce(max(s.version), 0) + 1, define_read_tool.schema, who
-          FROM toolgate.tool_schemas s WHERE s.tool = define_read_tool.tool;
-    END IF;
+    PERFORM toolgate.record_tool(tool, 'read', description, false, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_read_tool.tool;
     INSERT INTO toolgate.tool_bindings AS b (tool, kind, reader, untrusted, version, defined_by)
     VALUES (tool, 'read', reader, untrusted, 1, who)

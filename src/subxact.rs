@@ -6,33 +6,63 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::{pg_sys, PgTryBuilder};
 use std::panic::AssertUnwindSafe;
 
+/// An internal subtransaction, begun: where to come back to when it ends (addresses, not
+/// pointers, so the error handlers that end it stay unwind-safe).
+#[derive(Clone, Copy)]
+struct Begun {
+    memory: usize,
+    owner: usize,
+}
+
+impl Begun {
+    fn begin() -> Begun {
+        let begun = unsafe {
+            Begun { memory: pg_sys::CurrentMemoryContext as usize, owner: pg_sys::CurrentResourceOwner as usize }
+        };
+        unsafe {
+            pg_sys::BeginInternalSubTransaction(std::ptr::null());
+            pg_sys::MemoryContextSwitchTo(begun.memory as pg_sys::MemoryContext);
+        }
+        begun
+    }
+
+    /// Roll it back: nothing written in it is kept, its locks are released.
+    fn rollback(self) {
+        unsafe { pg_sys::RollbackAndReleaseCurrentSubTransaction() };
+        self.restore();
+    }
+
+    /// Keep it: what it wrote, and its locks, become the enclosing transaction's.
+    fn release(self) {
+        unsafe { pg_sys::ReleaseCurrentSubTransaction() };
+        self.restore();
+    }
+
+    fn restore(self) {
+        unsafe {
+            pg_sys::MemoryContextSwitchTo(self.memory as pg_sys::MemoryContext);
+            pg_sys::CurrentResourceOwner = self.owner as pg_sys::ResourceOwner;
+        }
+    }
+}
+
 /// Run `f` inside a subtransaction, then roll the subtransaction back. Rust values `f` returns
 /// live on the Rust heap and survive; every row it wrote, lock it took, and quota it consumed
 /// does not. An ERROR inside `f` rolls the subtransaction back too, then goes on up: a caller's
 /// own exception block (PL/pgSQL's) then rolls back its subtransaction, not this one.
 pub fn rolled_back<T>(f: impl FnOnce() -> T) -> T {
-    // Addresses, not pointers, so the handlers below stay unwind-safe.
-    let (memory, owner) = unsafe { (pg_sys::CurrentMemoryContext as usize, pg_sys::CurrentResourceOwner as usize) };
-    let end = move || unsafe {
-        pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        pg_sys::MemoryContextSwitchTo(memory as pg_sys::MemoryContext);
-        pg_sys::CurrentResourceOwner = owner as pg_sys::ResourceOwner;
-    };
-    unsafe {
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(memory as pg_sys::MemoryContext);
-    }
+    let begun = Begun::begin();
     let f = AssertUnwindSafe(f);
     let out = PgTryBuilder::new(move || {
         let f = f;
         (f.0)()
     })
     .catch_others(|caught| {
-        end();
+        begun.rollback();
         caught.rethrow()
     })
     .execute();
-    end();
+    begun.rollback();
     out
 }
 
@@ -50,23 +80,14 @@ pub enum Failure<E> {
 /// the same key; any other error becomes `Failure::Raised` with its SQLSTATE (not its message,
 /// which may quote data).
 pub fn attempt<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<T, Failure<E>> {
-    let (memory, owner) = unsafe { (pg_sys::CurrentMemoryContext as usize, pg_sys::CurrentResourceOwner as usize) };
-    let restore = move || unsafe {
-        pg_sys::MemoryContextSwitchTo(memory as pg_sys::MemoryContext);
-        pg_sys::CurrentResourceOwner = owner as pg_sys::ResourceOwner;
-    };
-    unsafe {
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(memory as pg_sys::MemoryContext);
-    }
+    let begun = Begun::begin();
     let f = AssertUnwindSafe(f);
     let out = PgTryBuilder::new(move || {
         let f = f;
         (f.0)().map_err(Failure::Refused)
     })
     .catch_others(|caught| {
-        unsafe { pg_sys::RollbackAndReleaseCurrentSubTransaction() };
-        restore();
+        begun.rollback();
         let code = match &caught {
             CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => sqlstate(e.sql_error_code() as i32),
             CaughtError::RustPanic { .. } => caught.rethrow(),
@@ -78,11 +99,10 @@ pub fn attempt<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<T, Failure<E>> 
     })
     .execute();
     match &out {
-        Ok(_) => unsafe { pg_sys::ReleaseCurrentSubTransaction() },
-        Err(Failure::Refused(_)) => unsafe { pg_sys::RollbackAndReleaseCurrentSubTransaction() },
-        Err(Failure::Raised(_)) => return out,
+        Ok(_) => begun.release(),
+        Err(Failure::Refused(_)) => begun.rollback(),
+        Err(Failure::Raised(_)) => {}
     }
-    restore();
     out
 }
 
