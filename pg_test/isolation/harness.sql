@@ -114,6 +114,25 @@ SELECT :'pid'::uuid AS proposal;
 \set tok `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
 INSERT INTO isolation.tokens VALUES ('b2:yes', :'tok');
 
+-- A DBA's own ERP (examples/refunds), its refund tool asking a person (tier 1) for acme, and a
+-- proposal to refund order p1, made through toolgate.call, with the person's answer.
+\i :root/examples/refunds/refunds.sql
+SELECT toolgate.set_policy('acme', 'emitir_reembolso', allowed => true, roles => ARRAY['atendente'], tier => 1,
+                           max_value => 200.00, max_calls_per_conversation => 5, target_states => ARRAY['pago']);
+\set pk `${TOOLGATE_MINT:?} key idp-acme`
+SELECT toolgate.add_key('acme', 'idp-acme', 'identity', :'pk');
+\set pk `${TOOLGATE_MINT:?} key chan-acme`
+SELECT toolgate.add_key('acme', 'chan-acme', 'channel', :'pk');
+\set rf `${TOOLGATE_MINT:?} id acme ana atendente`
+INSERT INTO isolation.tokens VALUES ('rf-a', :'rf');
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.call(:'rf', 'iso-rf', 'emitir_reembolso',
+       '{"valor_brl": "10.00", "pedido_id": "p1", "idempotency_key": "iso-rf-p1"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes acme :pid sim`
+INSERT INTO isolation.tokens VALUES ('rf:yes', :'tok');
+
 -- The state every permutation starts from: copies of every table a call can change.
 CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
 CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
