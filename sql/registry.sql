@@ -146,10 +146,7 @@ DECLARE
     before toolgate.tool_bindings;
     after toolgate.tool_bindings;
 BEGIN
-    IF tool IS NULL OR tool !~ '^[a-z][a-z0-9_]{0,62}$' THEN
-        RAISE EXCEPTION 'a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM toolgate.check_tool_name(tool);
     IF description IS NULL OR pg_catalog.btrim(description) = '' OR schema IS NULL OR sensitive IS NULL
        OR target IS NULL OR effect IS NULL THEN
         RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
@@ -215,10 +212,7 @@ DECLARE
     before toolgate.tool_bindings;
     after toolgate.tool_bindings;
 BEGIN
-    IF tool IS NULL OR tool !~ '^[a-z][a-z0-9_]{0,62}$' THEN
-        RAISE EXCEPTION 'a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM toolgate.check_tool_name(tool);
     IF description IS NULL OR pg_catalog.btrim(description) = '' OR schema IS NULL OR reader IS NULL
        OR untrusted IS NULL THEN
         RAISE EXCEPTION 'define_read_tool needs a description, a schema, a reader function and untrusted'

@@ -201,6 +201,13 @@ fn signal_config_change(relid: pg_sys::Oid) {
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
 }
 
+/// Refuse a name no tool may have (`contract::is_tool_name`: the one rule, for `define_tool`,
+/// `define_read_tool` and the entry points alike).
+#[pg_extern(immutable, parallel_safe)]
+fn check_tool_name(tool: Option<&str>) -> bool {
+    tool.is_some_and(contract::is_tool_name) || AdminError::ToolName.raise()
+}
+
 /// Refuse a consent template `define_tool` cannot fill for this tool: an unknown placeholder, an
 /// `args.` name its schema does not have, a `value.` name without a value function.
 #[pg_extern(immutable, parallel_safe)]

@@ -13,6 +13,8 @@ pub enum AdminError {
     Schema(String),
     #[error("invalid consent template: {0}")]
     Template(String),
+    #[error("a tool name is 1 to 63 lower-case letters, digits and _, starting with a letter")]
+    ToolName,
     #[error("invalid JWKS document: {0}")]
     Jwks(String),
 }
@@ -20,9 +22,11 @@ pub enum AdminError {
 impl AdminError {
     fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
-            AdminError::PublicKey(_) | AdminError::Schema(_) | AdminError::Template(_) | AdminError::Jwks(_) => {
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            AdminError::PublicKey(_)
+            | AdminError::Schema(_)
+            | AdminError::Template(_)
+            | AdminError::Jwks(_)
+            | AdminError::ToolName => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         }
     }
 

@@ -59,7 +59,7 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/registry.sql",
     name = "registry",
-    requires = ["api", check_consent_template, current_tenant, current_actor, current_conversation]
+    requires = ["api", check_consent_template, check_tool_name, current_tenant, current_actor, current_conversation]
 );
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["registry"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);

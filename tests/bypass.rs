@@ -88,6 +88,7 @@ async fn agent_cannot_call_internal_or_admin_functions() {
         "SELECT toolgate.invoke_binding('toolgate.caller()', '{}', '{}')",
         "SELECT toolgate.check_consent_template('x', '{}', false)",
         "SELECT toolgate.record_tool('evil', 'write', 'Evil', false, '{}', 'evil')",
+        "SELECT toolgate.check_tool_name('evil')",
         "SELECT toolgate.current_tenant()",
     ] {
         assert_eq!(refused(&app, call).await, SqlState::INSUFFICIENT_PRIVILEGE, "{call}");

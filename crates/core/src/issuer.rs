@@ -11,14 +11,13 @@
 //! copy counts.
 
 use crate::token::{
-    bounded, header_names_another_alg, judge_times, parse_public_key, strict_provider, Clock, Identity, TokenError,
-    MAX_TOKEN_BYTES,
+    bounded, header_of, judge_times, parse_public_key, strict_provider, Clock, Identity, TokenError, MAX_TOKEN_BYTES,
 };
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::crypto::rust_crypto;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
-use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{decode, Algorithm, DecodingKey, Validation};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -222,14 +221,7 @@ fn bounded_long(s: &str) -> bool {
 /// Verify a token against a registered issuer: header, key, algorithm of that key's type,
 /// signature, `iss`, `aud`, times, then the mapped claims.
 pub fn verify_issued(token: &str, issuer: &Issuer, clock: Clock) -> Result<IssuedIdentity, TokenError> {
-    if token.len() > MAX_TOKEN_BYTES {
-        return Err(TokenError::Malformed);
-    }
-    let header = decode_header(token).map_err(|e| match e.kind() {
-        // An alg the library does not even know, such as `none`.
-        jsonwebtoken::errors::ErrorKind::Json(_) if header_names_another_alg(token) => TokenError::Algorithm,
-        _ => TokenError::Malformed,
-    })?;
+    let header = header_of(token)?;
     if header.jwk.is_some() || header.jku.is_some() || header.x5c.is_some() || header.x5u.is_some() {
         return Err(TokenError::EmbeddedKey);
     }

@@ -288,16 +288,22 @@ pub fn strict_provider() -> Result<(), TokenError> {
     }
 }
 
-/// The `kid` of a token whose header names EdDSA. Nothing is trusted yet.
-pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
-    let token = token.filter(|t| !t.is_empty()).ok_or(TokenError::Missing)?;
+/// A token's header, read before anything is trusted: an oversized token is malformed, and an
+/// `alg` the library does not even know (such as `none`) is the wrong algorithm.
+pub fn header_of(token: &str) -> Result<jsonwebtoken::Header, TokenError> {
     if token.len() > MAX_TOKEN_BYTES {
         return Err(TokenError::Malformed);
     }
-    let header = decode_header(token).map_err(|e| match e.kind() {
+    decode_header(token).map_err(|e| match e.kind() {
         jsonwebtoken::errors::ErrorKind::Json(_) if header_names_another_alg(token) => TokenError::Algorithm,
         _ => TokenError::Malformed,
-    })?;
+    })
+}
+
+/// The `kid` of a token whose header names EdDSA. Nothing is trusted yet.
+pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
+    let token = token.filter(|t| !t.is_empty()).ok_or(TokenError::Missing)?;
+    let header = header_of(token)?;
     if header.alg != Algorithm::EdDSA {
         return Err(TokenError::Algorithm);
     }
@@ -305,7 +311,7 @@ pub fn key_id(token: Option<&str>) -> Result<String, TokenError> {
 }
 
 /// A header that is JSON with an `alg` the library does not even know (such as `none`).
-pub(crate) fn header_names_another_alg(token: &str) -> bool {
+fn header_names_another_alg(token: &str) -> bool {
     token
         .split('.')
         .next()
