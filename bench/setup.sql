@@ -1,4 +1,5 @@
--- The benchmark database, loaded by scripts/bench.sh as the superuser after CREATE EXTENSION.
+-- The benchmark database, loaded by scripts/bench.sh as the superuser after CREATE EXTENSION and
+-- the maintenance ERP (examples/maintenance/maintenance.sql), whose tools the gated runs call.
 -- Tenant `bench` closes at once (tier 0); tenant `bench1` needs a confirmation (tier 1). Both
 -- have a quota so high it never binds (the gated path still upserts it, like the floor does).
 -- Keys are registered by the script; tokens are made before the run.
@@ -12,18 +13,19 @@ SELECT toolgate.set_policy('bench1', 'request_close', true, ARRAY['supervisor'],
                            max_calls_per_conversation => 2000000000, confirm_ttl => interval '1 day');
 SELECT toolgate.set_policy('bench', 'request_purchase_part', true, ARRAY['supervisor'], 0,
                            max_value => 1000000, max_calls_per_conversation => 2000000000);
+SELECT toolgate.set_policy('bench', 'read_order', true, ARRAY['supervisor'], 0);
 RESET ROLE;
 
 -- Orders to close, one per call (closing twice is refused), numbered from 1; from 900000001 the
 -- replays' (one per client), from 900000101 the purchases' (a purchase leaves its order open).
 -- A catalogue part and 100 cost centres.
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected)
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
 SELECT t, g::text, 'open', true FROM unnest(ARRAY['bench', 'bench1']) t, generate_series(1, :orders) g;
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected)
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
 SELECT 'bench', (900000000 + g)::text, 'open', true FROM generate_series(1, 164) g;
-INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity)
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity)
 VALUES ('bench', 'P-1', 'Filtro', 12.50, 100);
-INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget)
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget)
 SELECT 'bench', 'CC-' || g, 'Centro ' || g, 1000000000 FROM generate_series(0, 99) g;
 
 CREATE SCHEMA bench;
@@ -58,9 +60,9 @@ BEGIN
     INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
     VALUES ('bench', p_conversation, 'request_close', 1)
     ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
-    UPDATE toolgate.work_orders SET status = 'close_requested', updated_at = now()
+    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
      WHERE tenant_id = 'bench' AND order_id = p_order;
-    INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
+    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
     VALUES ('bench', p_order, 'benchmark close', 'bench-user', p_key);
     UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f"}, "content": [{"text": "Close of work order 15300 requested (ERP request 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = 'bench' AND tool = 'request_close' AND idempotency_key = p_key;
@@ -112,9 +114,9 @@ DECLARE
 BEGIN
     UPDATE toolgate.proposals SET status = 'applied', decided_at = now() WHERE proposal_id = p_proposal
     RETURNING * INTO p;
-    UPDATE toolgate.work_orders SET status = 'close_requested', updated_at = now()
+    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
      WHERE tenant_id = p.tenant_id AND order_id = p.target;
-    INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
     VALUES (p.tenant_id, p.target, 'benchmark close', 'bench-user', p.idempotency_key, p.proposal_id);
     UPDATE toolgate.ledger SET state = 'settled', reply = '{"result": {"status": "close_requested", "order_id": "15300", "request_id": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f"}, "content": [{"text": "Close of work order 15300 requested (ERP request 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f).", "type": "text"}], "isError": false, "outcome": "SUCCEEDED", "replayed": false}', settled_at = now()
      WHERE tenant_id = p.tenant_id AND tool = p.tool AND idempotency_key = p.idempotency_key;

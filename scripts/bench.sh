@@ -74,6 +74,7 @@ load_db() {
     local db=$1 n_orders=$2
     psql_ -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
     psql_ -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
+    psql_ -d "$db" -f examples/maintenance/maintenance.sql >/dev/null
     psql_ -d "$db" -v orders="$n_orders" -f bench/setup.sql >/dev/null
     for kid in idp-bench idp-bench1 chan-bench1; do
         [ -f "$work/keys/$kid.key" ] || "$TOOLGATE_BIN" keygen --dir "$work/keys" --kid "$kid" >/dev/null

@@ -36,7 +36,7 @@ done
 chaos_until=$(($(date +%s) + seconds - 15))
 term_waiting=0 kill_waiting=0 term_flight=0 kill_flight=0 stops=0 round=0
 # hold: lock every shopping-b cost centre for 1.5 s, so purchases queue on the rows.
-hold() { q "BEGIN; SELECT 1 FROM toolgate.cost_centers WHERE tenant_id = 'shopping-b' FOR UPDATE;
+hold() { q "BEGIN; SELECT 1 FROM maintenance.cost_centers WHERE tenant_id = 'shopping-b' FOR UPDATE;
             SELECT pg_sleep(1.5); COMMIT" >/dev/null & holder=$!; sleep 1; }
 victim() { q "SELECT pid FROM pg_stat_activity WHERE $app $1 ORDER BY random() LIMIT 1"; }
 while [ "$(date +%s)" -lt "$chaos_until" ]; do

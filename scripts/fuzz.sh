@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A bounded fuzzing campaign over toolgate-core (fuzz/, a crate outside the main workspace):
 #   token   key_id, verify_identity and verify_confirmation against fixed registered keys
-#   args    parse_args and Contract::check with the schemas of sql/tools.sql
+#   args    parse_args and Contract::check with the maintenance example's write-tool schemas
 #   digest  args_digest, args_hmac and the canonical form
 #
 #   scripts/fuzz.sh SECONDS [TARGET...]     # each target for SECONDS (default 60), one after another

@@ -8,28 +8,10 @@
 -- is a schema_invalid outcome rather than an exception.
 ------------------------------------------------------------------------------------------------
 
-CREATE FUNCTION toolgate.read_order(identity text, order_id text) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'read_order_wrapper';
-
-CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'request_close_wrapper';
-
-CREATE FUNCTION toolgate.request_purchase_part(identity text, conversation_id text, args jsonb) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'request_purchase_part_wrapper';
-
 CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS 'MODULE_PATHNAME', 'confirm_wrapper';
 
-COMMENT ON FUNCTION toolgate.read_order(text, text) IS
-    'Read a work order of the caller''s tenant; its note comes back marked as untrusted data.';
-COMMENT ON FUNCTION toolgate.request_close(text, text, jsonb) IS
-    'Ask to close a work order: the whole gate runs; tier >= 1 returns a proposal to confirm.';
-COMMENT ON FUNCTION toolgate.request_purchase_part(text, text, jsonb) IS
-    'Ask to buy parts for a work order: value from the catalogue, budget reserved on the effect.';
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
 

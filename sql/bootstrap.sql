@@ -69,19 +69,19 @@ CREATE TABLE toolgate.tenant_issuers (
     UNIQUE (issuer, claim_value)
 );
 
--- The write tools the gate knows. Shipped with the extension.
+-- The tools a DBA defined (toolgate.define_tool, define_read_tool; sql/registry.sql).
 CREATE TABLE toolgate.tools (
     tool        text PRIMARY KEY,
     sensitive   boolean NOT NULL,
     description text NOT NULL,
-    -- NULL for the tools the extension ships; who defined it (toolgate.define_tool) otherwise.
-    defined_by  text,
+    -- Who defined it.
+    defined_by  text NOT NULL,
     -- A write tool (toolgate.call, the gate's eight steps) or a read tool (toolgate.read).
     kind        text NOT NULL DEFAULT 'write' CHECK (kind IN ('write', 'read'))
 );
 
 -- JSON Schemas (draft 2020-12) per tool, append-only: the newest version is in force and every
--- audit row names the version that judged it. Version 1 ships with the extension.
+-- audit row names the version that judged it.
 CREATE TABLE toolgate.tool_schemas (
     tool       text NOT NULL REFERENCES toolgate.tools,
     version    integer NOT NULL CHECK (version >= 1),
@@ -100,13 +100,14 @@ CREATE TABLE toolgate.policies (
     roles                      text[] NOT NULL,
     -- 0: applies at once; 1: "yes"; 2: "yes" with the budget shown; 3: typed challenge word.
     tier                       integer NOT NULL CHECK (tier BETWEEN 0 AND 3),
-    -- A value above these raises the tier to 2 or 3 (purchases).
+    -- A value above these raises the tier to 2 or 3.
     tier2_above                numeric(14, 2) CHECK (tier2_above >= 0),
     tier3_above                numeric(14, 2) CHECK (tier3_above >= 0),
     max_value                  numeric(14, 2) CHECK (max_value >= 0),
     max_calls_per_conversation integer CHECK (max_calls_per_conversation >= 0),
     confirm_ttl                interval NOT NULL CHECK (confirm_ttl > interval '0'),
-    -- The states a defined tool's target may be in (the ERP's own names); NULL: any state.
+    -- The states the tool's target may be in (the ERP's own names); NULL: the tool's own
+    -- target_states (toolgate.define_tool), and any state if that is NULL too.
     target_states              text[],
     version                    integer NOT NULL DEFAULT 1,
     updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -257,87 +258,16 @@ CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.audit
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
 
 ------------------------------------------------------------------------------------------------
--- The synthetic ERP (docs/architecture.md §8): work orders, parts catalogue, purchases, and the record of
--- close requests the gate made.
-------------------------------------------------------------------------------------------------
-
-CREATE TABLE toolgate.work_orders (
-    tenant_id  text NOT NULL REFERENCES toolgate.tenants,
-    order_id   text NOT NULL CHECK (order_id ~ '^[0-9]{1,10}$'),
-    status     text NOT NULL CHECK (status IN ('open', 'close_requested', 'closed')),
-    inspected  boolean NOT NULL DEFAULT false,
-    -- Free text written by third parties: returned as untrusted data, never as instructions.
-    note       text NOT NULL DEFAULT '',
-    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (tenant_id, order_id)
-);
-
--- The parts catalogue: the price and the per-purchase limit come from here, never from a call.
-CREATE TABLE toolgate.parts (
-    tenant_id    text NOT NULL REFERENCES toolgate.tenants,
-    part_id      text NOT NULL CHECK (part_id ~ '^[A-Za-z0-9._-]{1,40}$'),
-    name         text NOT NULL,
-    unit_price   numeric(12, 2) NOT NULL CHECK (unit_price > 0),
-    max_quantity integer NOT NULL CHECK (max_quantity >= 1),
-    PRIMARY KEY (tenant_id, part_id)
-);
-
--- Budgets per cost centre. `spent` can never pass `budget`: purchases reserve atomically.
-CREATE TABLE toolgate.cost_centers (
-    tenant_id   text NOT NULL REFERENCES toolgate.tenants,
-    cost_center text NOT NULL CHECK (cost_center ~ '^[A-Za-z0-9._-]{1,40}$'),
-    name        text NOT NULL,
-    budget      numeric(14, 2) NOT NULL CHECK (budget >= 0),
-    spent       numeric(14, 2) NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget),
-    PRIMARY KEY (tenant_id, cost_center)
-);
-
-CREATE TABLE toolgate.purchases (
-    -- Random, not sequential: an id in a reply says nothing of other tenants' volume.
-    purchase_id     uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
-    tenant_id       text NOT NULL,
-    order_id        text NOT NULL,
-    part_id         text NOT NULL,
-    quantity        integer NOT NULL CHECK (quantity >= 1),
-    unit_price      numeric(12, 2) NOT NULL,
-    total           numeric(14, 2) NOT NULL CHECK (total = quantity * unit_price),
-    cost_center     text NOT NULL,
-    requested_by    text NOT NULL,
-    idempotency_key text NOT NULL,
-    proposal_id     uuid,
-    purchased_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    FOREIGN KEY (tenant_id, order_id) REFERENCES toolgate.work_orders,
-    FOREIGN KEY (tenant_id, part_id) REFERENCES toolgate.parts,
-    FOREIGN KEY (tenant_id, cost_center) REFERENCES toolgate.cost_centers,
-    UNIQUE (tenant_id, idempotency_key)
-);
-
-CREATE TABLE toolgate.close_requests (
-    request_id      uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
-    tenant_id       text NOT NULL,
-    order_id        text NOT NULL,
-    reason          text NOT NULL,
-    requested_by    text NOT NULL,
-    idempotency_key text NOT NULL,
-    proposal_id     uuid,
-    requested_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    FOREIGN KEY (tenant_id, order_id) REFERENCES toolgate.work_orders,
-    -- The ERP's own defence in depth: one request per key, whatever the gate does.
-    UNIQUE (tenant_id, idempotency_key)
-);
-
-------------------------------------------------------------------------------------------------
--- pg_dump keeps configuration and history. Rows the extension ships (schema version 1, the
--- tools) are recreated by CREATE EXTENSION and are not dumped.
+-- pg_dump keeps configuration and history: every row of these tables is the DBA's (the
+-- extension ships no tool of its own).
 ------------------------------------------------------------------------------------------------
 
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tenants', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.keys', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.issuers', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tenant_issuers', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.tools', 'WHERE defined_by IS NOT NULL');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas',
-    'WHERE version > 1 OR tool NOT IN (''request_close'', ''request_purchase_part'')');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tools', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_schemas', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.policy_history_history_id_seq', '');
@@ -348,8 +278,3 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.conversations', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.work_orders', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.parts', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.cost_centers', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.purchases', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.close_requests', '');

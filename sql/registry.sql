@@ -2,18 +2,24 @@
 -- row in toolgate.tools, its argument contract in toolgate.tool_schemas, and its binding here:
 -- the DBA's functions that find the target, say the value and make the effect. The gate's steps
 -- (identity, contract, idempotency, policy, state, value, quota, confirmation, audit) are the
--- same as for the tools the extension ships.
+-- same for every tool: the extension ships none of its own.
 
 -- The functions a defined tool is bound to. Each is (ctx jsonb, args jsonb) RETURNS jsonb:
---   target  finds and locks what the call is about in ctx->>'tenant'; returns
+--   target  finds and locks what the call is about in ctx->>'tenant' (and every row the effect
+--           will write: the gate takes no lock of the ERP's after this one); returns
 --           {"id": …, "tenant": …, "state": …} or NULL (target_not_found)
 --   value   (optional; required for a sensitive tool) the money at stake:
---           {"amount": …, "account": …, "available": …}; ctx->'target' is the target's object
+--           {"amount": …, "account": …, "available": …, "limit": …}; ctx->'target' is the
+--           target's object. `available` is what the account has left, `limit` the most this
+--           target allows (a part's own purchase limit, say); both optional
 --   effect  makes the change; returns the result object, or NULL when the state moved under the
 --           call; ctx->'target' and ctx->'value' are what the steps before found
 -- consent: the template of the text a person reads before a tier >= 1 effect (NULL: the gate's
--- own). Placeholders {tenant}, {tool}, {target.id}, {target.state}, {value.amount},
--- {value.account}, {value.available} and {args.NAME}; the gate fills and quotes every value.
+-- own). Placeholders {tenant}, {tool}, {target.NAME} (any field of the target's object),
+-- {value.NAME} (any field of the value's object; amount and available shown as money) and
+-- {args.NAME}; the gate fills and quotes every value.
+-- target_states: the states (the ERP's own names) the target may be in for this tool; a tenant's
+-- policy row may name its own (toolgate.set_policy's target_states). NULL in both: any state.
 -- A read tool (define_read_tool) has one function instead:
 --   reader  returns what was asked, in ctx->>'tenant', or NULL (target_not_found); the strings at
 --           the JSON Pointers in `untrusted` (a segment * is every element of an array) come back
@@ -27,12 +33,13 @@ CREATE TABLE toolgate.tool_bindings (
     reader     regprocedure,
     untrusted  text[] NOT NULL DEFAULT '{}',
     consent    text,
+    target_states text[] CHECK (array_position(target_states, NULL) IS NULL),
     version    integer NOT NULL,
     defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     defined_by text NOT NULL,
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
                      ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
-                          AND consent IS NULL END)
+                          AND consent IS NULL AND target_states IS NULL END)
 );
 
 -- Every version of every definition: who changed it, when, from what to what.
@@ -87,23 +94,6 @@ AS $$
     LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
 $$;
 
--- The gate's one way of running a bound function: by its name and schema, with the context and
--- the clean arguments as parameters (never as text in the statement).
-CREATE FUNCTION toolgate.invoke_binding(fn regprocedure, ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    name text;
-    result jsonb;
-BEGIN
-    SELECT pg_catalog.format('%I.%I', n.nspname, p.proname) INTO STRICT name
-      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-     WHERE p.oid = fn;
-    EXECUTE pg_catalog.format('SELECT %s($1, $2)', name) INTO result USING ctx, args;
-    RETURN result;
-END
-$$;
-
 -- What every definition records: the tool's row (its row is the lock, so concurrent
 -- definitions of one tool take turns) and, when the schema changed, its next schema version.
 CREATE FUNCTION toolgate.record_tool(tool text, kind text, description text, sensitive boolean, schema jsonb,
@@ -127,7 +117,7 @@ $$;
 -- Define a write tool, or change its definition: one transaction, so a refused definition leaves
 -- nothing behind. Returns the definition's version; every version is in toolgate.tool_history.
 -- A changed schema becomes the tool's next schema version (calls name the version that judged
--- them). The tools the extension ships cannot be redefined.
+-- them).
 CREATE FUNCTION toolgate.define_tool(
     tool text,
     description text,
@@ -136,7 +126,8 @@ CREATE FUNCTION toolgate.define_tool(
     target regprocedure,
     effect regprocedure,
     value regprocedure DEFAULT NULL,
-    consent text DEFAULT NULL
+    consent text DEFAULT NULL,
+    target_states text[] DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -152,9 +143,8 @@ BEGIN
         RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.defined_by IS NULL) THEN
-        RAISE EXCEPTION 'tool % ships with pg_toolgate and cannot be redefined', tool
-            USING ERRCODE = 'invalid_parameter_value';
+    IF array_position(target_states, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'target_states holds state names, not NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.kind <> 'write') THEN
         RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
@@ -180,10 +170,12 @@ BEGIN
 
     PERFORM toolgate.record_tool(tool, 'write', description, sensitive, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
-    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, version, defined_by)
-    VALUES (tool, 'write', target, value, effect, consent, 1, who)
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, version,
+                                             defined_by)
+    VALUES (tool, 'write', target, value, effect, consent, target_states, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
+        target_states = excluded.target_states,
         version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
@@ -219,7 +211,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_read_tool.tool
-                 AND (t.defined_by IS NULL OR t.kind <> 'read')) THEN
+                 AND t.kind <> 'read') THEN
         RAISE EXCEPTION 'tool % is already a write tool', tool USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.unnest(untrusted) p WHERE p IS NULL OR (p <> '' AND p !~ '^/.{0,199}$')) THEN
@@ -253,14 +245,36 @@ CREATE FUNCTION toolgate.read(identity text, tool text, args jsonb) RETURNS json
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS 'MODULE_PATHNAME', 'read_wrapper';
 
--- Any write tool, the shipped ones and the defined ones: the whole gate (src/entry.rs).
+-- Any write tool a DBA defined: the whole gate (src/entry.rs).
 CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, args jsonb) RETURNS jsonb
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS 'MODULE_PATHNAME', 'call_wrapper';
 
+-- The contract's three entry points are three tools by name, defined by the DBA like any other
+-- (examples/maintenance binds them to a maintenance ERP). SQL-standard bodies, bound when they are
+-- created (no search_path is ever consulted), and inlined into the caller's statement.
+CREATE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN toolgate.call(identity, conversation_id, 'request_close', args);
+
+CREATE FUNCTION toolgate.request_purchase_part(identity text, conversation_id text, args jsonb) RETURNS jsonb
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN toolgate.call(identity, conversation_id, 'request_purchase_part', args);
+
+CREATE FUNCTION toolgate.read_order(identity text, order_id text) RETURNS jsonb
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN toolgate.read(identity, 'read_order', pg_catalog.jsonb_build_object('order_id', order_id));
+
+COMMENT ON FUNCTION toolgate.request_close(text, text, jsonb) IS
+    'The tool request_close through the whole gate (toolgate.call); tier >= 1 returns a proposal to confirm.';
+COMMENT ON FUNCTION toolgate.request_purchase_part(text, text, jsonb) IS
+    'The tool request_purchase_part through the whole gate (toolgate.call).';
+COMMENT ON FUNCTION toolgate.read_order(text, text) IS
+    'The read tool read_order (toolgate.read): third-party text comes back marked untrusted.';
 COMMENT ON FUNCTION toolgate.call(text, text, text, jsonb) IS
-    'Call any write tool (shipped or defined with define_tool): the whole gate runs.';
-COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text) IS
+    'Call any write tool defined with define_tool: the whole gate runs.';
+COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text,
+                                         text[]) IS
     'Define or redefine a write tool bound to the DBA''s own functions; versioned in tool_history.';
 COMMENT ON FUNCTION toolgate.read(text, text, jsonb) IS
     'Call a read tool defined with define_read_tool: third-party text comes back marked untrusted.';

@@ -7,20 +7,12 @@ SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target
        outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, duration_us
   FROM toolgate.audit;
 
--- The ERP changes the gate really made, per tenant: counted from the ERP's own tables for the
--- tools the extension ships.
+-- The ERP changes the gate made, per tenant: the ERP's rows are the DBA's, so the gate's record
+-- of each change is the audit row of the call or confirmation that made it (the first, never a
+-- replay), with its target and the value the value function gave.
 CREATE VIEW toolgate.effects AS
-SELECT c.tenant_id, 'request_close'::text AS tool, c.order_id AS target, c.requested_by AS actor,
-       c.idempotency_key, c.proposal_id, NULL::numeric AS value, c.requested_at AS at
-  FROM toolgate.close_requests c
-UNION ALL
-SELECT p.tenant_id, 'request_purchase_part', p.order_id, p.requested_by, p.idempotency_key,
-       p.proposal_id, p.total, p.purchased_at
-  FROM toolgate.purchases p
-UNION ALL
--- A defined tool's effects are in the DBA's tables; the gate's record of each is its audit row.
-SELECT a.tenant_id, a.tool, a.target, a.actor, NULL, a.proposal_id, (a.detail->'value'->>'amount')::numeric, a.at
-  FROM toolgate.audit a JOIN toolgate.tool_bindings b ON b.tool = a.tool
+SELECT a.tenant_id, a.tool, a.target, a.actor, a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
+  FROM toolgate.audit a
  WHERE a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm');
 
 -- Seed 000's counters per tenant, plus the effects the ERP recorded. Calls whose identity
@@ -74,8 +66,8 @@ SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
    AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
  GROUP BY a.tenant_id, a.tool;
 
--- Every tool a call can name, with the schema in force: the shipped tools and those a DBA
--- defined (toolgate.define_tool, define_read_tool). What an MCP server lists as its tools.
+-- Every tool a call can name, with the schema in force: those a DBA defined
+-- (toolgate.define_tool, define_read_tool). What an MCP server lists as its tools.
 CREATE VIEW toolgate.tool_catalog AS
 SELECT t.tool, t.kind, t.description, t.sensitive, s.version AS schema_version, s.schema,
        t.defined_by, b.version AS definition_version, b.defined_at

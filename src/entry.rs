@@ -98,17 +98,7 @@ fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>,
     })
 }
 
-#[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn request_close(identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
-    write_call("request_close", identity, conversation_id, args)
-}
-
-#[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn request_purchase_part(identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
-    write_call("request_purchase_part", identity, conversation_id, args)
-}
-
-/// Any write tool: one the extension ships, or one a DBA defined (`toolgate.define_tool`).
+/// Any write tool a DBA defined (`toolgate.define_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
     // The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
@@ -129,11 +119,6 @@ fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> JsonB {
     guarded("confirm", || JsonB(gate::confirm(identity, confirmation).to_json()))
-}
-
-#[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn read_order(identity: Option<&str>, order_id: Option<&str>) -> JsonB {
-    guarded("read_order", || JsonB(gate::read_order(identity, order_id).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the

@@ -50,11 +50,11 @@ mod spi;
 mod subxact;
 
 extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
-extension_sql_file!("../sql/tools.sql", name = "tools", requires = ["bootstrap"]);
 extension_sql_file!(
     "../sql/api.sql",
     name = "api",
-    requires = ["tools", gate_explain, parse_public_key, check_jwks, check_tool_schema, caller, signal_config_change]
+    requires =
+        ["bootstrap", gate_explain, parse_public_key, check_jwks, check_tool_schema, caller, signal_config_change]
 );
 extension_sql_file!(
     "../sql/registry.sql",
@@ -72,24 +72,53 @@ mod tests {
     use serde_json::json;
     use toolgate_core::token::Signer;
 
-    /// A tenant with an identity key and a tier-0 close policy; returns a supervisor's token.
+    /// A tenant with an identity key, a tool `mark_done` bound to a table of a role of its own, and
+    /// a tier-0 policy for it; returns a supervisor's token.
     fn tenant_with_tier0_policy() -> String {
         let idp = Signer::from_seed("idp-pgtest", [5; 32]);
+        Spi::run(
+            "CREATE ROLE pgtest_owner NOLOGIN; CREATE SCHEMA pgtest_erp AUTHORIZATION pgtest_owner; \
+             CREATE TABLE pgtest_erp.items (tenant_id text, id text, state text, PRIMARY KEY (tenant_id, id)); \
+             ALTER TABLE pgtest_erp.items OWNER TO pgtest_owner; \
+             INSERT INTO pgtest_erp.items VALUES ('pgtest', '1', 'open'); \
+             CREATE FUNCTION pgtest_erp.item(ctx jsonb, args jsonb) RETURNS jsonb LANGUAGE sql SECURITY DEFINER \
+               SET search_path = pg_catalog, pg_temp AS $$ SELECT jsonb_build_object('id', id, 'tenant', tenant_id, \
+               'state', state) FROM pgtest_erp.items WHERE tenant_id = ctx->>'tenant' AND id = args->>'id' \
+               FOR UPDATE $$; \
+             CREATE FUNCTION pgtest_erp.done(ctx jsonb, args jsonb) RETURNS jsonb LANGUAGE sql SECURITY DEFINER \
+               SET search_path = pg_catalog, pg_temp AS $$ UPDATE pgtest_erp.items SET state = 'done' \
+               WHERE tenant_id = ctx->>'tenant' AND id = args->>'id' AND state = 'open' \
+               RETURNING jsonb_build_object('id', id, 'state', state) $$; \
+             ALTER FUNCTION pgtest_erp.item(jsonb, jsonb) OWNER TO pgtest_owner; \
+             ALTER FUNCTION pgtest_erp.done(jsonb, jsonb) OWNER TO pgtest_owner; \
+             REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA pgtest_erp FROM PUBLIC",
+        )
+        .unwrap();
+        Spi::run(
+            r#"SELECT toolgate.define_tool('mark_done', 'Mark an item done.', '{
+                "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                "additionalProperties": false, "required": ["id", "reason", "idempotency_key"],
+                "properties": {"id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
+                               "reason": {"type": "string", "minLength": 8, "maxLength": 120},
+                               "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}}}',
+                false, 'pgtest_erp.item(jsonb, jsonb)', 'pgtest_erp.done(jsonb, jsonb)',
+                target_states => ARRAY['open'])"#,
+        )
+        .unwrap();
         Spi::run("SELECT toolgate.add_tenant('pgtest', 'pg_test tenant')").unwrap();
         Spi::run_with_args(
             "SELECT toolgate.add_key('pgtest', 'idp-pgtest', 'identity', $1)",
             &[idp.public_key().into()],
         )
         .unwrap();
-        Spi::run("SELECT toolgate.set_policy('pgtest', 'request_close', true, ARRAY['supervisor'], 0)").unwrap();
-        Spi::run("INSERT INTO toolgate.work_orders VALUES ('pgtest', '1', 'open', true, '', now())").unwrap();
+        Spi::run("SELECT toolgate.set_policy('pgtest', 'mark_done', true, ARRAY['supervisor'], 0)").unwrap();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
         idp.sign(&json!({"sub": "u1", "tenant": "pgtest", "role": "supervisor", "exp": now + 600}))
     }
 
     fn call(token: &str, args: &str) -> serde_json::Value {
         Spi::get_one_with_args::<pgrx::JsonB>(
-            "SELECT toolgate.request_close($1, 'conv', $2::jsonb)",
+            "SELECT toolgate.call($1, 'conv', 'mark_done', $2::jsonb)",
             &[token.into(), args.into()],
         )
         .unwrap()
@@ -115,19 +144,17 @@ mod tests {
         error = "invalid tool schema: schema does not compile: Resource 'https://example.com/s.json' is not present in a registry and retrieving it failed: `resolve-http` feature or a custom resolver is required to resolve external schemas via HTTP"
     )]
     fn tool_schemas_never_fetch_remote_refs() {
-        Spi::run(r#"SELECT toolgate.set_tool_schema('request_close', '{"$ref": "https://example.com/s.json"}')"#)
-            .unwrap();
+        Spi::run(r#"SELECT toolgate.check_tool_schema('{"$ref": "https://example.com/s.json"}')"#).unwrap();
     }
 
     #[pg_test]
     fn a_tier0_call_writes_effect_ledger_and_audit_in_its_transaction() {
         let token = tenant_with_tier0_policy();
-        let reply =
-            call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-a"}"#);
+        let reply = call(&token, r#"{"id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-a"}"#);
         assert_eq!(reply["outcome"], "SUCCEEDED", "{reply}");
         assert_eq!(
-            Spi::get_one::<String>("SELECT status FROM toolgate.work_orders WHERE tenant_id = 'pgtest'"),
-            Ok(Some("close_requested".into()))
+            Spi::get_one::<String>("SELECT state FROM pgtest_erp.items WHERE tenant_id = 'pgtest'"),
+            Ok(Some("done".into()))
         );
         assert_eq!(
             Spi::get_one::<String>("SELECT state FROM toolgate.ledger WHERE tenant_id = 'pgtest'"),
@@ -140,16 +167,15 @@ mod tests {
     fn a_new_schema_version_is_enforced_and_audited() {
         let token = tenant_with_tier0_policy();
         let version = Spi::get_one::<i32>(
-            r#"SELECT toolgate.set_tool_schema('request_close', '{
+            r#"SELECT toolgate.set_tool_schema('mark_done', '{
                 "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-                "additionalProperties": false, "required": ["order_id", "reason", "idempotency_key"],
-                "properties": {"order_id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
+                "additionalProperties": false, "required": ["id", "reason", "idempotency_key"],
+                "properties": {"id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
                                "reason": {"type": "string", "minLength": 30, "maxLength": 120},
                                "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}}}')"#,
         );
         assert_eq!(version, Ok(Some(2)));
-        let reply =
-            call(&token, r#"{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-b"}"#);
+        let reply = call(&token, r#"{"id": "1", "reason": "Inspeção validada", "idempotency_key": "pgtest-1-b"}"#);
         assert_eq!(reply["rule"], "schema_invalid");
         assert_eq!(reply["errors"][0]["instancePath"], "/reason");
         assert_eq!(

@@ -1,8 +1,11 @@
-//! The effect's guarded reservation, proven deterministically: a purchase that passed the domain
-//! step while another purchase held the cost centre, and then waited for it, must find the budget
-//! gone in the same statement that would charge it (`budget_exceeded`, quota given back), never
-//! overspend and never fail with an error. Parallel bursts (tests/purchases.rs) rarely land in
-//! that window; an open transaction holds it open on purpose.
+//! A purchase while another purchase holds the cost centre, proven deterministically: the target
+//! function locks the cost centre with the order (every row the effect will write), so the second
+//! purchase waits there, then judges the budget the first left (`budget_exceeded` at the domain
+//! step, no quota consumed), never overspends and never fails with an error. Parallel bursts
+//! (tests/purchases.rs) rarely land in that window; an open transaction holds it open on purpose.
+//! Without that lock the second would pass the domain step on a stale budget and meet the
+//! effect's own guard (`spent + amount <= budget`) instead: a different outcome, which this test
+//! tells apart.
 
 mod common;
 
@@ -26,7 +29,7 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     let root = lab.connect("postgres").await.unwrap();
     // R$ 560,00 left: room for one motor (R$ 480,00), not two.
     root.batch_execute(
-        "UPDATE toolgate.cost_centers SET spent = 1440.00 WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+        "UPDATE maintenance.cost_centers SET spent = 1440.00 WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
     )
     .await
     .unwrap();
@@ -41,7 +44,7 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     let r1 = db::request_purchase_part(&first, &id, "conv-first", &motor("741", "meanwhile-motor-1")).await.unwrap();
     assert_eq!(outcome(&r1), ("SUCCEEDED", "-"), "{r1}");
 
-    // …so the second still sees R$ 560,00 left, passes the domain step, and waits for the row.
+    // …so the second waits for the cost centre at its target step.
     let second = lab.connect(APP).await.unwrap();
     let (id2, args2) = (id.clone(), motor("742", "meanwhile-motor-2"));
     let waiting = tokio::spawn(async move { db::request_purchase_part(&second, &id2, "conv-second", &args2).await });
@@ -53,15 +56,15 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     assert_eq!(outcome(&r2), ("BLOCKED", "budget_exceeded"), "{r2}");
     let spent: String = root
         .query_one(
-            "SELECT spent::text FROM toolgate.cost_centers WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+            "SELECT spent::text FROM maintenance.cost_centers WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
             &[],
         )
         .await
         .unwrap()
         .get(0);
     assert_eq!(spent, "1920.00");
-    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.purchases").await, 1);
-    // The refused purchase gave its quota back.
+    assert_eq!(count(&root, "SELECT count(*) FROM maintenance.purchases").await, 1);
+    // The refused purchase consumed no quota: it was refused before step 6.
     assert_eq!(
         count(
             &root,
@@ -71,7 +74,11 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
         0
     );
     assert_eq!(
-        count(&root, "SELECT count(*) FROM toolgate.audit WHERE rule = 'budget_exceeded' AND detail->>'reason' = 'budget_taken_meanwhile'").await,
+        count(
+            &root,
+            "SELECT count(*) FROM toolgate.audit WHERE rule = 'budget_exceeded' AND detail->>'available' = '80.00'"
+        )
+        .await,
         1
     );
 }

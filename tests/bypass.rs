@@ -85,7 +85,6 @@ async fn agent_cannot_call_internal_or_admin_functions() {
         "SELECT toolgate.define_tool('evil', 'Evil', '{}', false, NULL, NULL)",
         "SELECT toolgate.define_read_tool('evil', 'Evil', '{}', NULL)",
         "SELECT toolgate.binding_fault(NULL, 'target')",
-        "SELECT toolgate.invoke_binding('toolgate.caller()', '{}', '{}')",
         "SELECT toolgate.check_consent_template('x', '{}', false)",
         "SELECT toolgate.record_tool('evil', 'write', 'Evil', false, '{}', 'evil')",
         "SELECT toolgate.check_tool_name('evil')",

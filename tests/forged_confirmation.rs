@@ -24,7 +24,7 @@ fn yes(lab: &Lab, pid: &str, at: i64) -> String {
 async fn forged_replayed_stale_superseded_and_expired_confirmations_fail() {
     let lab = lab("forged_confirmation").await;
     let root = lab.connect("postgres").await.unwrap();
-    let root_orders = "INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES \
+    let root_orders = "INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES \
                        ('shopping-a', '901', 'open', true), ('shopping-a', '902', 'open', true), \
                        ('shopping-a', '903', 'open', true), ('shopping-a', '904', 'open', true)";
     root.batch_execute(root_orders).await.unwrap();

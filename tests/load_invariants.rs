@@ -23,19 +23,19 @@ const BREAKS: [(&str, &str); 10] = [
     ),
     (
         "every effect was made by a call that reported it (or whose reply was lost)",
-        "INSERT INTO toolgate.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
+        "INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
          SELECT tenant_id, order_id, 'not through the gate', 'nobody', 'forged-key-0001'
-           FROM toolgate.work_orders WHERE tenant_id = 'shopping-b' LIMIT 1",
+           FROM maintenance.work_orders WHERE tenant_id = 'shopping-b' LIMIT 1",
     ),
     (
         "every success reported made its effect",
-        "DELETE FROM toolgate.close_requests WHERE request_id = \
-         (SELECT request_id FROM toolgate.close_requests ORDER BY requested_at, request_id LIMIT 1)",
+        "DELETE FROM maintenance.close_requests WHERE request_id = \
+         (SELECT request_id FROM maintenance.close_requests ORDER BY requested_at, request_id LIMIT 1)",
     ),
     (
         "effects equal the distinct successful keys",
-        "DELETE FROM toolgate.purchases WHERE purchase_id = \
-         (SELECT purchase_id FROM toolgate.purchases ORDER BY purchased_at, purchase_id LIMIT 1)",
+        "DELETE FROM maintenance.purchases WHERE purchase_id = \
+         (SELECT purchase_id FROM maintenance.purchases ORDER BY purchased_at, purchase_id LIMIT 1)",
     ),
     (
         "the ledger settled exactly the effects' keys as SUCCEEDED, and holds no reservation",
@@ -50,7 +50,7 @@ const BREAKS: [(&str, &str); 10] = [
     ),
     (
         "no budget exceeded, and each cost centre spent exactly its purchases",
-        "UPDATE toolgate.cost_centers SET spent = spent + 1 WHERE cost_center = 'CC-B-BIG'",
+        "UPDATE maintenance.cost_centers SET spent = spent + 1 WHERE cost_center = 'CC-B-BIG'",
     ),
     (
         "no proposal both applied and superseded (or declined, expired, live)",

@@ -57,7 +57,7 @@ async fn parallel_purchases_against_one_quota_admit_exactly_q() {
         count(&root, "SELECT used::bigint FROM toolgate.quota_usage WHERE conversation_id = 'conv-one'").await,
         5
     );
-    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.purchases").await, 5);
+    assert_eq!(count(&root, "SELECT count(*) FROM maintenance.purchases").await, 5);
 }
 
 #[tokio::test]
@@ -72,7 +72,7 @@ async fn parallel_purchases_against_one_budget_never_overspend() {
     let (spent, budget): (String, String) = {
         let row = root
             .query_one(
-                "SELECT spent::text, budget::text FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'",
+                "SELECT spent::text, budget::text FROM maintenance.cost_centers WHERE cost_center = 'CC-MANUT'",
                 &[],
             )
             .await
@@ -80,7 +80,7 @@ async fn parallel_purchases_against_one_budget_never_overspend() {
         (row.get(0), row.get(1))
     };
     assert_eq!((spent.as_str(), budget.as_str()), ("1920.00", "2000.00"));
-    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.purchases").await, 4);
+    assert_eq!(count(&root, "SELECT count(*) FROM maintenance.purchases").await, 4);
     // Refused purchases consumed no quota, wherever the budget refused them.
     assert_eq!(count(&root, "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.quota_usage").await, 4);
 }

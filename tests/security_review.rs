@@ -71,7 +71,7 @@ async fn f1_an_imported_snapshot_does_not_pin_old_configuration() {
 async fn f4_advisory_locks_a_client_holds_block_nobody() {
     let lab = lab("sr_advisory").await;
     let root = lab.connect("postgres").await.unwrap();
-    root.batch_execute("INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES ('shopping-b', '744', 'open', true)")
+    root.batch_execute("INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES ('shopping-b', '744', 'open', true)")
         .await
         .unwrap();
     let attacker = lab.connect(APP).await.unwrap();
@@ -117,8 +117,8 @@ async fn f7_read_only_transactions_are_refused_alike_and_logged() {
     assert!(!log.contains("not.a.token"), "the log holds what the caller sent");
 }
 
-/// F9: `explain_call` whose gate raises (here: the ERP refuses the write), inside a PL/pgSQL
-/// exception block. The block's own work commits, and the backend still logs its denials.
+/// F9: `explain_call` whose gate raises (here: the ERP's write fails with a serialization
+/// failure, which the gate raises for the client to retry), inside a PL/pgSQL exception block. The block's own work commits, and the backend still logs its denials.
 #[tokio::test]
 async fn f9_explain_call_failing_inside_an_exception_block_leaves_the_caller_whole() {
     let lab = lab("sr_explain").await;
@@ -130,8 +130,8 @@ async fn f9_explain_call_failing_inside_an_exception_block_leaves_the_caller_who
     root.batch_execute(
         "CREATE TABLE public.after_explain (n int); \
          CREATE FUNCTION public.erp_refuses() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN RAISE EXCEPTION 'the ERP refuses'; END $$; \
-         CREATE TRIGGER erp_refuses BEFORE INSERT ON toolgate.close_requests \
+         $$ BEGIN RAISE EXCEPTION 'the ERP refuses' USING ERRCODE = 'serialization_failure'; END $$; \
+         CREATE TRIGGER erp_refuses BEFORE INSERT ON maintenance.close_requests \
          FOR EACH ROW EXECUTE FUNCTION public.erp_refuses();",
     )
     .await

@@ -1,9 +1,9 @@
 #![no_main]
-//! Gate step 2: `parse_args` and `Contract::check` with the schemas pg_toolgate ships
-//! (sql/tools.sql), as the extension runs them on the text of the caller's `jsonb`. Nothing may
-//! panic; every violation names a JSON Pointer; what passes is within the bounds (size, depth,
-//! numbers a double holds exactly, so that no two accepted values share a digest); and each
-//! schema's verdict agrees with a hand-written reading of the same rules.
+//! Gate step 2: `parse_args` and `Contract::check` with the schemas of the maintenance example's
+//! write tools (examples/maintenance/maintenance.sql), as the extension runs them on the text of
+//! the caller's `jsonb`. Nothing may panic; every violation names a JSON Pointer; what passes is
+//! within the bounds (size, depth, numbers a double holds exactly, so that no two accepted values
+//! share a digest); and each schema's verdict agrees with a hand-written reading of the same rules.
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -11,19 +11,21 @@ use std::sync::OnceLock;
 use toolgate_core::contract::{self, Contract, Violation, MAX_ARGS_BYTES, MAX_DEPTH};
 use toolgate_core::digest;
 
-/// The schemas as shipped: the `$schema$`-quoted blocks of sql/tools.sql.
+/// The write tools' schemas as the example defines them: the `$schema$`-quoted blocks of
+/// examples/maintenance/maintenance.sql that hold a retry key (the read tool's has none).
 fn contracts() -> &'static [(&'static str, Contract)] {
     static C: OnceLock<Vec<(&'static str, Contract)>> = OnceLock::new();
     C.get_or_init(|| {
-        let sql = include_str!("../../sql/tools.sql");
-        let blocks: Vec<&str> = sql.split("$schema$").skip(1).step_by(2).collect();
-        assert_eq!(blocks.len(), 2, "sql/tools.sql ships two schemas");
+        let sql = include_str!("../../examples/maintenance/maintenance.sql");
+        let blocks: Vec<&str> =
+            sql.split("$schema$").skip(1).step_by(2).filter(|text| text.contains("idempotency_key")).collect();
+        assert_eq!(blocks.len(), 2, "the maintenance example defines two write tools");
         blocks
             .iter()
             .map(|text| {
-                let schema: Value = serde_json::from_str(text).expect("a shipped schema is JSON");
+                let schema: Value = serde_json::from_str(text).expect("the example's schema is JSON");
                 let tool = if text.contains("part_id") { "request_purchase_part" } else { "request_close" };
-                (tool, Contract::compile(&schema).expect("a shipped schema compiles"))
+                (tool, Contract::compile(&schema).expect("the example's schema compiles"))
             })
             .collect()
     })

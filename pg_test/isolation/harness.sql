@@ -11,27 +11,30 @@
 SET client_min_messages = warning;
 CREATE EXTENSION pg_toolgate;
 \getenv root TOOLGATE_ROOT
-\i :root/demo/seed000.sql
+\i :root/examples/maintenance/maintenance.sql
+\i :root/examples/maintenance/seed000.sql
 
 -- shopping-c: closes and purchases apply at once (tier 0), two calls per conversation.
 SET ROLE toolgate_admin;
 SELECT toolgate.add_tenant('shopping-c', 'Shopping C');
 SELECT toolgate.set_policy('shopping-c', 'request_close', allowed => true, roles => ARRAY['supervisor'],
                            tier => 0, max_calls_per_conversation => 2);
+SELECT toolgate.set_policy('shopping-c', 'read_order', allowed => true, roles => ARRAY['supervisor', 'technician'],
+                           tier => 0);
 SELECT toolgate.set_policy('shopping-c', 'request_purchase_part', allowed => true, roles => ARRAY['supervisor'],
                            tier => 0, max_value => 500, max_calls_per_conversation => 2);
 RESET ROLE;
 
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES
     ('shopping-a', '901', 'open', true), ('shopping-a', '902', 'open', true),
     ('shopping-a', '903', 'open', true), ('shopping-a', '904', 'open', true),
     ('shopping-a', '905', 'open', true), ('shopping-a', '906', 'open', true),
     ('shopping-a', '907', 'open', true),
     ('shopping-c', '801', 'open', true), ('shopping-c', '802', 'open', true);
-INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
     ('shopping-c', 'F-200', 'Filtro de ar', 12.50, 20);
 -- Budgets that fit one purchase of the race and not two.
-INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget) VALUES
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) VALUES
     ('shopping-a', 'CC-ISO', 'Isolamento A', 60.00),
     ('shopping-c', 'CC-C', 'Isolamento C', 30.00),
     ('shopping-c', 'CC-C-BIG', 'Isolamento C (folga)', 1000.00);
@@ -137,14 +140,14 @@ INSERT INTO isolation.tokens VALUES ('rf:yes', :'tok');
 CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
 CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
 CREATE TABLE isolation.base_quota_usage AS TABLE toolgate.quota_usage;
-CREATE TABLE isolation.base_work_orders AS TABLE toolgate.work_orders;
-CREATE TABLE isolation.base_cost_centers AS TABLE toolgate.cost_centers;
+CREATE TABLE isolation.base_work_orders AS TABLE maintenance.work_orders;
+CREATE TABLE isolation.base_cost_centers AS TABLE maintenance.cost_centers;
 -- Configuration a permutation may change (config_snapshot): policies, key states, schemas.
 CREATE TABLE isolation.base_policies AS TABLE toolgate.policies;
 CREATE TABLE isolation.base_keys AS TABLE toolgate.keys;
 CREATE TABLE isolation.base_tool_schemas AS TABLE toolgate.tool_schemas;
 -- Proposals made no ERP change: the copies of close_requests and purchases are empty.
-SELECT (SELECT count(*) FROM toolgate.close_requests) + (SELECT count(*) FROM toolgate.purchases) = 0
+SELECT (SELECT count(*) FROM maintenance.close_requests) + (SELECT count(*) FROM maintenance.purchases) = 0
     AS baseline_has_no_effects \gset
 \if :baseline_has_no_effects
 \else
@@ -155,16 +158,16 @@ SELECT (SELECT count(*) FROM toolgate.close_requests) + (SELECT count(*) FROM to
 CREATE FUNCTION isolation.reset() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    TRUNCATE toolgate.close_requests, toolgate.purchases, toolgate.ledger, toolgate.proposals,
+    TRUNCATE maintenance.close_requests, maintenance.purchases, toolgate.ledger, toolgate.proposals,
              toolgate.quota_usage, toolgate.write_switches;
     INSERT INTO toolgate.ledger SELECT * FROM isolation.base_ledger;
     -- Live proposals wait their full time again, whenever the permutation runs.
     INSERT INTO toolgate.proposals SELECT * FROM isolation.base_proposals;
     UPDATE toolgate.proposals SET expires_at = now() + interval '5 minutes' WHERE status = 'live';
     INSERT INTO toolgate.quota_usage SELECT * FROM isolation.base_quota_usage;
-    UPDATE toolgate.work_orders w SET status = b.status, inspected = b.inspected
+    UPDATE maintenance.work_orders w SET status = b.status, inspected = b.inspected
       FROM isolation.base_work_orders b WHERE (w.tenant_id, w.order_id) = (b.tenant_id, b.order_id);
-    UPDATE toolgate.cost_centers c SET spent = b.spent
+    UPDATE maintenance.cost_centers c SET spent = b.spent
       FROM isolation.base_cost_centers b WHERE (c.tenant_id, c.cost_center) = (b.tenant_id, b.cost_center);
     IF EXISTS (SELECT FROM toolgate.tool_schemas s WHERE (s.tool, s.version) NOT IN
                (SELECT b.tool, b.version FROM isolation.base_tool_schemas b)) THEN

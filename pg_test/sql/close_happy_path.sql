@@ -16,7 +16,7 @@ SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed, r->'result'->>'orde
   FROM toolgate.confirm(:'sup', :'yes') r;
 SELECT r->'result'->>'status' AS status FROM toolgate.read_order(:'sup', '746') r;
 RESET ROLE;
-SELECT tenant_id, order_id, requested_by, idempotency_key FROM toolgate.close_requests WHERE order_id = '746';
+SELECT tenant_id, order_id, requested_by, idempotency_key FROM maintenance.close_requests WHERE order_id = '746';
 SELECT state, reply->>'outcome' AS reply FROM toolgate.ledger WHERE idempotency_key = 'happy-746-a';
 SELECT status FROM toolgate.proposals WHERE idempotency_key = 'happy-746-a';
 SELECT kind, outcome, coalesce(rule, '-') AS rule, target, policy_version, schema_version

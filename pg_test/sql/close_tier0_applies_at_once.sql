@@ -6,6 +6,6 @@ SELECT r->>'outcome' AS outcome, r ? 'proposal' AS has_proposal, r->'result'->>'
   FROM toolgate.request_close(:'sup', 'conv-tier0',
        '{"order_id": "801", "reason": "Inspeção validada", "idempotency_key": "tier0-801-a"}') r;
 RESET ROLE;
-SELECT status FROM toolgate.work_orders WHERE tenant_id = 'shopping-c' AND order_id = '801';
+SELECT status FROM maintenance.work_orders WHERE tenant_id = 'shopping-c' AND order_id = '801';
 SELECT count(*) AS proposals FROM toolgate.proposals WHERE tenant_id = 'shopping-c';
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE tenant_id = 'shopping-c';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE tenant_id = 'shopping-c';

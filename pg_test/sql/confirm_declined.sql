@@ -13,5 +13,5 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule, r->>'replayed' AS replayed
 \set yes `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
 SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed FROM toolgate.confirm(:'sup', :'yes') r;
 RESET ROLE;
-SELECT status FROM toolgate.work_orders WHERE order_id = '747';
+SELECT status FROM maintenance.work_orders WHERE order_id = '747';
 SELECT status FROM toolgate.proposals WHERE idempotency_key = 'declined-747-a';

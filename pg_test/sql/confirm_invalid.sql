@@ -29,4 +29,4 @@ SELECT r->>'outcome' AS outcome FROM toolgate.confirm(:'sup', :'t') r;
 RESET ROLE;
 SELECT detail->>'reason' AS reason, count(*) FROM toolgate.audit
  WHERE kind = 'confirm' AND rule = 'confirmation_invalid' GROUP BY 1 ORDER BY 1;
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE order_id = '748';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE order_id = '748';

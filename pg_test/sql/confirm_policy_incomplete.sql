@@ -21,6 +21,6 @@ SET ROLE toolgate_agent;
 \set yes `${TOOLGATE_MINT:?} yes shopping-c :pid sim`
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.confirm(:'sup_c', :'yes') r;
 RESET ROLE;
-SELECT count(*) AS purchases FROM toolgate.purchases WHERE idempotency_key = 'incomplete-later-853';
+SELECT count(*) AS purchases FROM maintenance.purchases WHERE idempotency_key = 'incomplete-later-853';
 SELECT outcome, rule, detail->'missing' AS missing
   FROM toolgate.audit WHERE kind = 'confirm' AND tenant_id = 'shopping-c';

@@ -2,7 +2,7 @@
 -- the answer arrives, the answer is BLOCKED confirmation_invalid (tier_raised) and nothing changes,
 -- even though the words would satisfy the new tier.
 \set VERBOSITY terse
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected, note)
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected, note)
     VALUES ('shopping-a', '790', 'open', true, '');
 SET ROLE toolgate_agent;
 \set sup `${TOOLGATE_MINT:?} id shopping-a user-17 supervisor`
@@ -17,8 +17,8 @@ SET ROLE toolgate_agent;
 \set yes `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule, r->>'isError' AS is_error FROM toolgate.confirm(:'sup', :'yes') r;
 RESET ROLE;
-SELECT status FROM toolgate.work_orders WHERE tenant_id = 'shopping-a' AND order_id = '790';
-SELECT count(*) AS close_requests FROM toolgate.close_requests WHERE order_id = '790';
+SELECT status FROM maintenance.work_orders WHERE tenant_id = 'shopping-a' AND order_id = '790';
+SELECT count(*) AS close_requests FROM maintenance.close_requests WHERE order_id = '790';
 SELECT outcome, rule, detail->>'reason' AS reason, detail->>'tier' AS tier
   FROM toolgate.audit WHERE kind = 'confirm' AND target = '790';
 -- Put seed 000's policy back.

@@ -3,7 +3,7 @@
 -- the gate's sentence and write one of its own; the shipped schema also refuses control and
 -- line-separator characters in the reason (security review F5).
 \set VERBOSITY terse
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES ('shopping-a', '773', 'open', true);
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES ('shopping-a', '773', 'open', true);
 SET ROLE toolgate_agent;
 \set sup `${TOOLGATE_MINT:?} id shopping-a user-17 supervisor`
 -- The review's reason: a quote, a full stop, blank lines and a fake system notice.

@@ -2,7 +2,8 @@
 -- nothing half-registered: a function of the wrong signature, not SECURITY DEFINER, without a
 -- pinned search_path, executable by PUBLIC or the agent, owned by a superuser; a schema that does
 -- not compile or fetches remote refs, or has no retry key; a sensitive tool without a value
--- function; a consent template with names the gate cannot fill; a tool the extension ships.
+-- function; a consent template with names the gate cannot fill; target_states holding a NULL; a
+-- write tool's name for a read tool.
 \set VERBOSITY terse
 SET client_min_messages = warning;
 -- One line per attempt: the SQLSTATE and the message, or what define_tool returned.
@@ -61,7 +62,7 @@ SELECT pg_temp.try(format(s, :'schema')) AS attempt FROM (VALUES
     ('toolgate.define_tool(''probe'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'', consent => ''Probe {args.other}'')'),
     ('toolgate.define_tool(''probe'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'', consent => ''Probe {value.amount}'')'),
     ('toolgate.define_tool(''probe'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'', consent => ''Probe {args.id'')'),
-    ('toolgate.define_tool(''request_close'', ''Mine now.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
+    ('toolgate.define_tool(''probe'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'', target_states => ARRAY[''open'', NULL])'),
     ('toolgate.define_tool(''Probe Tool'', ''A probe.'', %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
     ('toolgate.define_tool(''probe'', NULL, %L, false, ''bad.ok(jsonb, jsonb)'', ''bad.ok(jsonb, jsonb)'')'),
     ('toolgate.define_read_tool(''probe'', ''A probe.'', %L, ''bad.public(jsonb, jsonb)'')'),

@@ -15,4 +15,4 @@ SELECT r->>'outcome' AS outcome, r->'result'->>'total' AS total, r->'result'->>'
        '{"order_id": "853", "part_id": "F-200", "quantity": 20, "cost_center": "CC-C", "idempotency_key": "budget-853-a"}') r;
 RESET ROLE;
 SELECT detail FROM toolgate.audit WHERE rule = 'budget_exceeded' ORDER BY audit_id;
-SELECT tenant_id, cost_center, budget, spent FROM toolgate.cost_centers WHERE cost_center IN ('CC-PEQ', 'CC-C') ORDER BY 1;
+SELECT tenant_id, cost_center, budget, spent FROM maintenance.cost_centers WHERE cost_center IN ('CC-PEQ', 'CC-C') ORDER BY 1;

@@ -9,5 +9,5 @@ SELECT a = b AS indistinguishable, a->>'outcome' AS outcome, a->>'rule' AS rule
 SELECT a = b AS indistinguishable, a->>'rule' AS rule
   FROM toolgate.read_order(:'sup', '743') a, toolgate.read_order(:'sup', '999') b;
 RESET ROLE;
-SELECT status FROM toolgate.work_orders WHERE order_id = '743';
+SELECT status FROM maintenance.work_orders WHERE order_id = '743';
 SELECT count(*) AS ledger_rows FROM toolgate.ledger WHERE idempotency_key LIKE 'cross-%';

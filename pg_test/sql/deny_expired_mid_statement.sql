@@ -2,7 +2,7 @@
 -- statement or of the transaction: a token that expires while one statement runs, and a proposal
 -- that expires while a transaction stays open, are refused (security review F3 and F6).
 \set VERBOSITY terse
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES
     ('shopping-a', '770', 'open', true), ('shopping-b', '772', 'open', true);
 SET ROLE toolgate_admin;
 SELECT toolgate.set_policy('shopping-b', 'request_close', allowed => true, roles => ARRAY['supervisor'],
@@ -28,7 +28,7 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.confirm(:'sup_
 COMMIT;
 RESET ROLE;
 SELECT status, :'began'::timestamptz < expires_at AS began_before_expiry, decided_at > expires_at AS decided_after_expiry,
-       (SELECT count(*) FROM toolgate.close_requests WHERE order_id = '772') AS effects
+       (SELECT count(*) FROM maintenance.close_requests WHERE order_id = '772') AS effects
   FROM toolgate.proposals WHERE proposal_id = :'pid';
 SELECT kind, rule, detail->>'reason' AS reason FROM toolgate.audit
  WHERE conversation_id IN ('conv-clock', 'conv-clock-b') ORDER BY audit_id;

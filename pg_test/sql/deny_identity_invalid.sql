@@ -31,7 +31,7 @@ SELECT r->>'rule' AS rule FROM toolgate.request_close(split_part(:'good', '.', 1
 -- Reads need an identity too.
 SELECT r->>'rule' AS rule FROM toolgate.read_order(NULL, '748') r;
 RESET ROLE;
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE order_id = '748';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE order_id = '748';
 SELECT tenant_id, actor, detail->>'reason' AS reason, count(*)
   FROM toolgate.audit WHERE rule = 'identity_invalid' GROUP BY 1, 2, 3 ORDER BY 3;
 -- The good token never reached a row.

@@ -11,4 +11,4 @@ SELECT r->>'rule' AS rule, r->'errors'->0->>'instancePath' AS path, r->'errors'-
   FROM toolgate.request_purchase_part(:'sup', 'conv-number', '{"order_id": "741", "part_id": "F-200",
        "quantity": 0.5, "cost_center": "CC-MANUT", "idempotency_key": "number-741-b"}') r;
 RESET ROLE;
-SELECT count(*) AS purchases FROM toolgate.purchases WHERE idempotency_key LIKE 'number-%';
+SELECT count(*) AS purchases FROM maintenance.purchases WHERE idempotency_key LIKE 'number-%';

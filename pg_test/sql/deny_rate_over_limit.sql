@@ -15,4 +15,4 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.request_close(
 SELECT r->>'outcome' AS outcome FROM toolgate.request_close(:'sup', 'conv-quota-2', '{"order_id": "804", "reason": "Inspeção validada", "idempotency_key": "quota-804-b"}') r;
 RESET ROLE;
 SELECT conversation_id, used FROM toolgate.quota_usage WHERE tenant_id = 'shopping-c' ORDER BY 1;
-SELECT order_id, status FROM toolgate.work_orders WHERE tenant_id = 'shopping-c' ORDER BY 1;
+SELECT order_id, status FROM maintenance.work_orders WHERE tenant_id = 'shopping-c' ORDER BY 1;

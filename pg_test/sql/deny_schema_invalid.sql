@@ -34,7 +34,7 @@ SELECT toolgate.request_close(NULL, 'conv-schema', '{"order_id": NaN}');
 SELECT r->>'rule' AS rule, r->'errors'->0->>'keyword' AS keyword
   FROM toolgate.request_close(:'sup', NULL, '{"order_id": "747", "reason": "Inspeção validada", "idempotency_key": "schema-747-c"}') r;
 RESET ROLE;
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE order_id = '747';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE order_id = '747';
 SELECT count(*) AS ledger_rows FROM toolgate.ledger WHERE idempotency_key LIKE 'schema-%';
 SELECT outcome, rule, count(*), bool_and(args_hmac IS NULL OR length(args_hmac) = 64) AS hmac_only
   FROM toolgate.audit WHERE conversation_id = 'conv-schema' OR (conversation_id IS NULL AND rule = 'schema_invalid')

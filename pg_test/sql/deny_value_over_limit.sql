@@ -16,4 +16,4 @@ SELECT r->>'rule' AS rule, r->'errors'->0->>'keyword' AS keyword FROM toolgate.r
 RESET ROLE;
 SELECT detail FROM toolgate.audit WHERE rule = 'value_over_limit' ORDER BY audit_id;
 SELECT count(*) AS quota_rows FROM toolgate.quota_usage WHERE conversation_id = 'conv-value';
-SELECT count(*) AS purchases FROM toolgate.purchases WHERE idempotency_key LIKE 'value-%';
+SELECT count(*) AS purchases FROM maintenance.purchases WHERE idempotency_key LIKE 'value-%';

@@ -25,4 +25,4 @@ SELECT scope, enabled, changed_by FROM toolgate.write_switches ORDER BY scope;
 SET ROLE toolgate_agent;
 SELECT r->>'outcome' AS outcome FROM toolgate.request_close(:'sup', 'conv-switch', :'args') r;
 RESET ROLE;
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE order_id = '748';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE order_id = '748';

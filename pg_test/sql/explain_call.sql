@@ -27,4 +27,4 @@ SELECT count(*) - :audit_before AS new_audit_rows FROM toolgate.audit;
 SELECT count(*) AS ledger_rows FROM toolgate.ledger WHERE idempotency_key LIKE 'explain-%';
 SELECT count(*) AS proposals FROM toolgate.proposals WHERE idempotency_key LIKE 'explain-%';
 SELECT count(*) AS quota_rows FROM toolgate.quota_usage WHERE conversation_id = 'conv-explain';
-SELECT status FROM toolgate.work_orders WHERE tenant_id = 'shopping-c' AND order_id = '805';
+SELECT status FROM maintenance.work_orders WHERE tenant_id = 'shopping-c' AND order_id = '805';

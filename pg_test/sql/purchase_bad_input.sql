@@ -19,5 +19,5 @@ SELECT e->>'keyword' AS keyword, e->>'message' AS message FROM toolgate.request_
        '{"order_id": "753", "part_id": "F-200", "quantity": 1, "cost_center": "CC-MANUT", "idempotency_key": "bad-753-c", "total": 0.01, "approved": true}') r,
        jsonb_array_elements(r->'errors') e;
 RESET ROLE;
-SELECT count(*) AS purchases FROM toolgate.purchases WHERE idempotency_key LIKE 'bad-%';
+SELECT count(*) AS purchases FROM maintenance.purchases WHERE idempotency_key LIKE 'bad-%';
 SELECT rule, count(*) FROM toolgate.audit WHERE conversation_id = 'conv-bad' GROUP BY rule ORDER BY rule NULLS LAST;

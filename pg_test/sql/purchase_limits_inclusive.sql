@@ -2,7 +2,7 @@
 -- exactly what its cost centre has left is admitted; one centavo more would not be. The next
 -- purchase finds nothing left.
 \set VERBOSITY terse
-INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget)
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget)
     VALUES ('shopping-c', 'CC-EXATO', 'Orçamento exato', 25.00);
 SET ROLE toolgate_admin;
 SELECT toolgate.set_policy('shopping-c', 'request_purchase_part', allowed => true, roles => ARRAY['supervisor'],
@@ -17,4 +17,4 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule
   FROM toolgate.request_purchase_part(:'sup_c', 'conv-exact',
        '{"order_id": "805", "part_id": "F-200", "quantity": 1, "cost_center": "CC-EXATO", "idempotency_key": "exact-805-b"}') r;
 RESET ROLE;
-SELECT budget, spent FROM toolgate.cost_centers WHERE tenant_id = 'shopping-c' AND cost_center = 'CC-EXATO';
+SELECT budget, spent FROM maintenance.cost_centers WHERE tenant_id = 'shopping-c' AND cost_center = 'CC-EXATO';

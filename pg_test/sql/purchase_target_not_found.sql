@@ -20,5 +20,5 @@ SELECT count(DISTINCT r::text) AS distinct_replies
 SELECT r->>'rule' AS rule, r->>'outcome' AS outcome FROM toolgate.request_purchase_part(:'sup', 'conv-target',
        '{"order_id": "745", "part_id": "F-200", "quantity": 1, "cost_center": "CC-MANUT", "idempotency_key": "target-745-a"}') r;
 RESET ROLE;
-SELECT count(*) AS purchases FROM toolgate.purchases WHERE idempotency_key LIKE 'target-%';
+SELECT count(*) AS purchases FROM maintenance.purchases WHERE idempotency_key LIKE 'target-%';
 SELECT count(*) AS quota_rows FROM toolgate.quota_usage WHERE conversation_id = 'conv-target';

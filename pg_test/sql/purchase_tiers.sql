@@ -41,8 +41,8 @@ SELECT r->>'rule' AS rule FROM toolgate.confirm(:'sup', :'t') r;
 \set t `${TOOLGATE_MINT:?} yes shopping-a :pid :word`
 SELECT r->>'outcome' AS outcome, r->'result'->>'total' AS total FROM toolgate.confirm(:'sup', :'t') r;
 RESET ROLE;
-SELECT part_id, quantity, unit_price, total, cost_center FROM toolgate.purchases
+SELECT part_id, quantity, unit_price, total, cost_center FROM maintenance.purchases
  WHERE order_id = '753' ORDER BY purchased_at, total;
-SELECT spent FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT';
+SELECT spent FROM maintenance.cost_centers WHERE cost_center = 'CC-MANUT';
 SELECT detail->>'reason' AS reason, detail->>'tier' AS tier FROM toolgate.audit
  WHERE kind = 'confirm' AND rule = 'confirmation_invalid' AND conversation_id = 'conv-tier3' ORDER BY audit_id;

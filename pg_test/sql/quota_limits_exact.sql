@@ -1,6 +1,6 @@
 -- A quota of q admits exactly q calls per conversation: 0 admits none, 1 admits one.
 \set VERBOSITY terse
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected, note) VALUES
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected, note) VALUES
     ('shopping-c', '807', 'open', true, ''),
     ('shopping-c', '808', 'open', true, '');
 SET ROLE toolgate_admin;
@@ -23,4 +23,4 @@ SET ROLE toolgate_admin;
 SELECT toolgate.set_policy('shopping-c', 'request_close', allowed => true, roles => ARRAY['supervisor'],
                            tier => 0, max_calls_per_conversation => 2) > 0 AS restored;
 RESET ROLE;
-SELECT order_id, status FROM toolgate.work_orders WHERE order_id IN ('807', '808') ORDER BY 1;
+SELECT order_id, status FROM maintenance.work_orders WHERE order_id IN ('807', '808') ORDER BY 1;

@@ -15,6 +15,6 @@ SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed, r->'result'->>'stat
 -- The same confirmation again replays too.
 SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed FROM toolgate.confirm(:'sup', :'yes') r;
 RESET ROLE;
-SELECT count(*) AS effects FROM toolgate.close_requests WHERE order_id = '750';
+SELECT count(*) AS effects FROM maintenance.close_requests WHERE order_id = '750';
 SELECT count(*) AS proposals FROM toolgate.proposals WHERE idempotency_key = 'replay-750-a';
 SELECT kind, outcome, replayed FROM toolgate.audit WHERE conversation_id = 'conv-replay' ORDER BY audit_id;

@@ -2,7 +2,7 @@
 -- sends it gets REJECTED idempotency_key_reused: not the first actor's reply (a settled key), not
 -- their proposal and its challenge (a pending key), not even whether the arguments match.
 \set VERBOSITY terse
-INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) VALUES
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES
     ('shopping-a', '774', 'open', true), ('shopping-c', '875', 'open', true);
 SET ROLE toolgate_agent;
 \set args '{"order_id": "774", "reason": "Inspeção validada", "idempotency_key": "actor-774-a"}'

@@ -36,7 +36,6 @@ macro_rules! writes_enabled_sql {
         concat!("NOT EXISTS (SELECT 1 FROM toolgate.write_switches WHERE NOT enabled AND scope IN ('*', ", $tool, "))")
     };
 }
-pub(crate) use writes_enabled_sql;
 
 /// Writes are on for `tool`, read now (not from the cache) under the newest committed state.
 pub fn writes_enabled(tool: &str) -> bool {

@@ -29,6 +29,8 @@ pub struct Binding {
     value: Option<pg_sys::Oid>,
     effect: pg_sys::Oid,
     consent: Option<String>,
+    /// The states the target may be in when the policy row names none.
+    pub target_states: Option<Vec<String>>,
 }
 
 thread_local! {
@@ -39,7 +41,7 @@ thread_local! {
 pub fn of(tool: &str) -> Option<Binding> {
     cached(&BINDINGS, tool.to_string(), || {
         spi::latest(
-            "SELECT target::oid, value::oid, effect::oid, consent FROM toolgate.tool_bindings \
+            "SELECT target::oid, value::oid, effect::oid, consent, target_states FROM toolgate.tool_bindings \
              WHERE tool = $1 AND kind = 'write'",
             &[tool.into()],
             |r| {
@@ -49,6 +51,7 @@ pub fn of(tool: &str) -> Option<Binding> {
                     value: r.get(2)?,
                     effect: spi::col(r, 3)?,
                     consent: r.get(4)?,
+                    target_states: r.get(5)?,
                 })
             },
         )
@@ -64,12 +67,14 @@ pub struct Target {
     pub found: Value,
 }
 
-/// What the value function said: the amount at stake, the account it draws on, what is left there.
+/// What the value function said: the amount at stake, the account it draws on, what is left
+/// there, and the most this target allows.
 #[derive(Clone, Debug)]
 pub struct Valued {
     pub amount: Decimal,
     pub account: Option<String>,
     pub available: Option<Decimal>,
+    pub limit: Option<Decimal>,
     pub said: Value,
 }
 
@@ -83,19 +88,27 @@ pub fn check(b: &Binding) -> Step<()> {
     check_tool(&b.tool)
 }
 
+thread_local! {
+    static FAULTS: RefCell<Cache<String, Option<String>>> = RefCell::new(Cache::new());
+}
+
+/// Judged again whenever a function, a role or a membership changed (`config`), or the binding.
 fn check_tool(tool: &str) -> Step<()> {
-    let fault = spi::latest(
+    match cached(&FAULTS, tool.to_string(), || fault_of(tool)) {
+        Some(reason) => Err(misconfigured("binding", reason)),
+        None => Ok(()),
+    }
+}
+
+fn fault_of(tool: &str) -> Option<String> {
+    spi::latest(
         "SELECT coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'), \
          toolgate.binding_fault(value, 'value'), toolgate.binding_fault(reader, 'reader')) \
          FROM toolgate.tool_bindings WHERE tool = $1",
         &[tool.into()],
         |r| r.get::<String>(1),
     )
-    .flatten();
-    match fault {
-        Some(reason) => Err(misconfigured("binding", reason)),
-        None => Ok(()),
-    }
+    .flatten()
 }
 
 /// The context every bound function receives: the verified call, never the arguments' word.
@@ -119,15 +132,37 @@ fn invoke<T>(
     args: &Value,
     shape: impl FnOnce(Option<Value>) -> Result<T, Deny>,
 ) -> Result<T, Failure<Deny>> {
-    subxact::attempt(|| {
-        let out = spi::one(
-            "SELECT toolgate.invoke_binding($1::oid::regprocedure, $2::text::jsonb, $3::text::jsonb)::text",
-            &[function.into(), ctx.to_string().into(), args.to_string().into()],
-            |r| r.get::<String>(1),
-        )
-        .flatten();
-        shape(out.map(|text| serde_json::from_str(&text).expect("jsonb text is JSON")))
-    })
+    subxact::attempt(|| shape(call(function, ctx, args)))
+}
+
+/// `function(ctx, args)` through the function manager, as the executor calls a function: its
+/// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
+/// comes back as `None`; an error it raises goes on up (to `invoke`'s subtransaction).
+fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
+    use pgrx::{FromDatum, IntoDatum, JsonB};
+    let datum = |v: &Value| pg_sys::NullableDatum {
+        value: JsonB(v.clone()).into_datum().expect("a jsonb is never NULL"),
+        isnull: false,
+    };
+    unsafe {
+        let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
+        pg_sys::fmgr_info(function, flinfo);
+        let size =
+            std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>() + 2 * std::mem::size_of::<pg_sys::NullableDatum>();
+        let fcinfo = pg_sys::palloc0(size).cast::<pg_sys::FunctionCallInfoBaseData>();
+        (*fcinfo).flinfo = flinfo;
+        (*fcinfo).nargs = 2;
+        (*fcinfo).fncollation = pg_sys::InvalidOid;
+        let slots = (*fcinfo).args.as_mut_slice(2);
+        slots[0] = datum(ctx);
+        slots[1] = datum(args);
+        let address = (*flinfo).fn_addr.expect("fmgr_info sets the function's address");
+        let result = pg_sys::ffi::pg_guard_ffi_boundary(|| address(fcinfo));
+        if (*fcinfo).isnull {
+            return None;
+        }
+        JsonB::from_polymorphic_datum(result, false, pg_sys::JSONBOID).map(|j| j.0)
+    }
 }
 
 fn text_of(v: &Value) -> Option<String> {
@@ -171,11 +206,15 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
         let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
         let amount =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
-        let available = match said.get("available") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(decimal(Some(v)).ok_or_else(|| misconfigured("value", "\"available\" must be a decimal"))?),
+        let optional = |name: &str| match said.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => decimal(Some(v))
+                .map(Some)
+                .ok_or_else(|| misconfigured("value", format!("\"{name}\" must be a decimal"))),
         };
-        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, said })
+        let available = optional("available")?;
+        let limit = optional("limit")?;
+        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, limit, said })
     });
     said.map(Some).map_err(|f| failed(f, "value", Rule::ToolMisconfigured))
 }
@@ -210,28 +249,45 @@ fn failed(f: Failure<Deny>, function: &str, rule: Rule) -> Deny {
     }
 }
 
+/// A field of a bound function's answer as a consent text shows it (before quoting).
+fn shown(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
 /// The text the person reads: the DBA's template, or the gate's own, with every value quoted.
-pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Option<&Valued>) -> String {
+/// At tier 2 and above the gate adds what the account has before and after the effect.
+pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Option<&Valued>, tier: i32) -> String {
+    let brl = toolgate_core::policy::brl;
     let lookup = |name: &str| -> Option<String> {
         match name {
             "tenant" => Some(tenant.to_string()),
             "tool" => Some(b.tool.clone()),
-            "target.id" => Some(target.id.clone()),
-            "target.state" => Some(target.state.clone().unwrap_or_default()),
-            "value.amount" => valued.map(|v| toolgate_core::policy::brl(v.amount)),
-            "value.account" => valued.map(|v| v.account.clone().unwrap_or_default()),
-            "value.available" => valued.map(|v| v.available.map(toolgate_core::policy::brl).unwrap_or_default()),
-            _ => name.strip_prefix("args.").map(|k| match args.get(k) {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-            }),
+            "value.amount" => valued.map(|v| brl(v.amount)),
+            "value.available" => valued.map(|v| v.available.map(brl).unwrap_or_default()),
+            _ => {
+                if let Some(k) = name.strip_prefix("args.") {
+                    Some(shown(args.get(k)))
+                } else if let Some(k) = name.strip_prefix("target.") {
+                    Some(shown(target.found.get(k)))
+                } else {
+                    name.strip_prefix("value.").and_then(|k| valued.map(|v| shown(v.said.get(k))))
+                }
+            }
         }
     };
     let template = b.consent.clone().unwrap_or_else(|| default_template(args, valued.is_some()));
     // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
-    proposal::fill(&template, lookup)
-        .unwrap_or_else(|_| proposal::fill(&default_template(args, valued.is_some()), lookup).expect("known names"))
+    let mut text = proposal::fill(&template, lookup)
+        .unwrap_or_else(|_| proposal::fill(&default_template(args, valued.is_some()), lookup).expect("known names"));
+    if let Some((v, left)) = valued.and_then(|v| v.available.map(|left| (v, left))).filter(|_| tier >= 2) {
+        let account = v.account.as_deref().map(proposal::quoted).unwrap_or_default();
+        text.push_str(&format!(" Saldo de {account}: {} antes, {} depois.", brl(left), brl(left - v.amount)));
+    }
+    text
 }
 
 /// The gate's own text: the tool, its target, the tenant, the value, every argument but the key.
@@ -252,14 +308,23 @@ fn default_template(args: &Value, valued: bool) -> String {
 }
 
 /// Check a consent template at definition: every placeholder is one the gate can fill for this
-/// tool (`args.` names must be properties of its schema; `value.` needs a value function).
+/// tool (`args.` names must be properties of its schema; `value.` needs a value function;
+/// `target.` and `value.` name fields of what those functions return, shown empty if absent).
 pub fn check_template(template: &str, schema: &Value, has_value: bool) -> Result<(), String> {
     let properties = schema.get("properties").and_then(Value::as_object);
+    let field = |k: &str| !k.is_empty();
     proposal::fill(template, |name| {
         let known = match name {
-            "tenant" | "tool" | "target.id" | "target.state" => true,
-            "value.amount" | "value.account" | "value.available" => has_value,
-            _ => name.strip_prefix("args.").is_some_and(|k| properties.is_some_and(|p| p.contains_key(k))),
+            "tenant" | "tool" => true,
+            _ => {
+                if let Some(k) = name.strip_prefix("args.") {
+                    properties.is_some_and(|p| p.contains_key(k))
+                } else if let Some(k) = name.strip_prefix("target.") {
+                    field(k)
+                } else {
+                    name.strip_prefix("value.").is_some_and(|k| has_value && field(k))
+                }
+            }
         };
         known.then(String::new)
     })

@@ -15,7 +15,7 @@ use crate::Result;
 pub async fn confirmations(db: &Client, identity: &str, channel: &Signer, count: i64) -> Result<()> {
     // Orders of their own, far above the run's (numbered from 1).
     db.execute(
-        "INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected) \
+        "INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) \
          SELECT 'bench1', (500000000 + g)::text, 'open', true FROM generate_series(1, $1::bigint) g \
          ON CONFLICT DO NOTHING",
         &[&count],

@@ -226,9 +226,12 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         "the quota admits three calls; the value-limit denial consumed none",
         third["outcome"] == "NEEDS_CONFIRMATION" && verdict(&fourth) == ("BLOCKED".into(), "rate_over_limit".into()),
     );
-    let spent =
-        db::json(&root, "SELECT to_jsonb(spent::text) FROM toolgate.cost_centers WHERE cost_center = 'CC-MANUT'", &[])
-            .await?;
+    let spent = db::json(
+        &root,
+        "SELECT to_jsonb(spent::text) FROM maintenance.cost_centers WHERE cost_center = 'CC-MANUT'",
+        &[],
+    )
+    .await?;
     println!("    CC-MANUT spent: {spent}");
     check.that("the budget was charged exactly the two purchases", spent == "530.00");
 
@@ -377,14 +380,14 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     println!("\nEffects the ERP recorded:");
     for row in auditor
         .query(
-            "SELECT tenant_id, tool, target, actor, coalesce(idempotency_key, '-'), coalesce('R$ ' || value::text, '') \
-             FROM toolgate.effects ORDER BY at",
+            "SELECT tenant_id, tool, target, actor, coalesce('confirmed proposal ' || proposal_id, 'applied at once'), \
+             coalesce('R$ ' || value::text, '') FROM toolgate.effects ORDER BY at",
             &[],
         )
         .await?
     {
         let c = |i: usize| row.get::<_, String>(i);
-        println!("    {} {} {} by {} (key {}) {}", c(0), c(1), c(2), c(3), c(4), c(5));
+        println!("    {} {} {} by {} ({}) {}", c(0), c(1), c(2), c(3), c(4), c(5));
     }
     println!("\nAudit summary (kind, outcome, rule, replayed: rows):");
     for row in auditor

@@ -1,6 +1,7 @@
 //! A database loaded with seed 000's fixture: the extension, login roles for the application,
 //! on-call, DBA and auditor, key pairs for each tenant's identity provider and channel (private
-//! halves in a key directory, public halves registered), tenants, policies and work orders.
+//! halves in a key directory, public halves registered), seed 000's maintenance ERP
+//! (examples/maintenance) with its tools, tenants, policies and work orders.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,10 @@ use toolgate_core::token::Signer;
 use crate::db::Server;
 use crate::{keys, Result};
 
+/// Seed 000's maintenance ERP (examples/maintenance): its tables, and the tools bound to them.
+pub const ERP: &str = include_str!("../../../examples/maintenance/maintenance.sql");
 /// The seed-000 fixture (tenants, policies, orders 742 and 743).
-pub const SEED: &str = include_str!("../../../demo/seed000.sql");
+pub const SEED: &str = include_str!("../../../examples/maintenance/seed000.sql");
 
 /// Login roles the fixture creates, each a member of one toolgate role.
 pub const APP: &str = "toolgate_app";
@@ -55,6 +58,7 @@ impl Lab {
             ))
             .await?;
         }
+        db.batch_execute(ERP).await?;
         db.batch_execute(SEED).await?;
 
         let keys_dir = keys_dir.join(dbname);

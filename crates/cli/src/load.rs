@@ -70,14 +70,14 @@ fn setup_sql(orders: usize) -> String {
          SELECT toolgate.set_policy('shopping-b', 'request_purchase_part', allowed => true,
                 roles => ARRAY['supervisor'], tier => 0, max_value => 300, max_calls_per_conversation => {q});
          RESET ROLE;
-         INSERT INTO toolgate.work_orders (tenant_id, order_id, status, inspected)
+         INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
               SELECT 'shopping-a', ({a_close} + i)::text, 'open', true FROM generate_series(0, {n}) i
               UNION ALL SELECT 'shopping-a', ({a_buy} + i)::text, 'open', false FROM generate_series(0, {m}) i
               UNION ALL SELECT 'shopping-b', ({b_close} + i)::text, 'open', true FROM generate_series(0, {n}) i
               UNION ALL SELECT 'shopping-b', ({b_buy} + i)::text, 'open', false FROM generate_series(0, {m}) i;
-         INSERT INTO toolgate.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+         INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
               ('shopping-b', 'V-10', 'Válvula', 40.00, 5);
-         INSERT INTO toolgate.cost_centers (tenant_id, cost_center, name, budget) VALUES
+         INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) VALUES
               ('shopping-a', 'CC-A-SMALL', 'Pequenos reparos A', 400.00),
               ('shopping-b', 'CC-B-1', 'Pequenos reparos B1', 150.00),
               ('shopping-b', 'CC-B-2', 'Pequenos reparos B2', 150.00),

@@ -1,12 +1,7 @@
-//! Policy arithmetic: a purchase's value from the catalogue, the limit it must fit, and the
-//! confirmation tier it needs. Exact decimals only; a float never touches money.
+//! Policy arithmetic: the confirmation tier a value needs, and money as a person reads it. Exact
+//! decimals only; a float never touches money.
 
 use rust_decimal::Decimal;
-
-/// `quantity × unit_price`, or `None` if it does not fit a decimal.
-pub fn total(quantity: i64, unit_price: Decimal) -> Option<Decimal> {
-    Decimal::from(quantity).checked_mul(unit_price)
-}
 
 /// The confirmation tier a value needs: the row's base tier, raised to 2 above `tier2_above` and
 /// to 3 above `tier3_above`.
@@ -44,13 +39,6 @@ mod tests {
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
-    }
-
-    #[test]
-    fn totals_are_exact() {
-        assert_eq!(total(3, d("0.10")), Some(d("0.30")));
-        assert_eq!(total(7, d("12.35")), Some(d("86.45")));
-        assert_eq!(total(i64::MAX, d("79228162514264337593543950335")), None);
     }
 
     #[test]

@@ -1,13 +1,11 @@
 //! The text a person must read before an effect: target, action, consequence, tenant.
 //!
-//! The sentences are the gate's; every value that came from the arguments or from the ERP goes
-//! through `quoted`, which delimits it visibly and escapes whatever could end the delimiters or
-//! start a line of its own, so no value can rewrite or imitate the fixed sentences around it.
+//! The sentences are the DBA's template's (or the gate's own); every value that came from the
+//! arguments or from the ERP goes through `quoted`, which delimits it visibly and escapes
+//! whatever could end the delimiters or start a line of its own, so no value can rewrite or
+//! imitate the fixed sentences around it.
 
-use rust_decimal::Decimal;
 use std::fmt::Write;
-
-use crate::policy::brl;
 
 /// The delimiters around every value in a consent text.
 pub const OPEN: char = '«';
@@ -45,54 +43,6 @@ pub fn quoted(value: &str) -> String {
     }
     out.push(CLOSE);
     out
-}
-
-/// A request to close a work order.
-pub fn close_text(order_id: &str, tenant: &str, reason: &str) -> String {
-    format!(
-        "Solicitar fechamento da OS {} (tenant {tenant}). Consequência: a OS passa a \
-         close_requested e sai da fila de trabalho. Motivo informado: {}.",
-        quoted(order_id),
-        quoted(reason)
-    )
-}
-
-/// What a purchase proposal says.
-pub struct Purchase<'a> {
-    pub order_id: &'a str,
-    pub part_id: &'a str,
-    pub part_name: &'a str,
-    pub quantity: i64,
-    pub unit_price: Decimal,
-    pub total: Decimal,
-    pub cost_center: &'a str,
-    /// The cost centre's budget left before this purchase.
-    pub budget_left: Decimal,
-}
-
-/// A purchase: part, quantity, unit price, total, cost centre, order and tenant; from tier 2 on,
-/// the cost centre's budget before and after.
-pub fn purchase_text(p: &Purchase, tenant: &str, tier: i32) -> String {
-    let mut text = format!(
-        "Comprar {} × {} (peça {}) a {} cada, total {}, no centro de custo {}, para a OS {} (tenant {}).",
-        p.quantity,
-        quoted(p.part_name),
-        quoted(p.part_id),
-        brl(p.unit_price),
-        brl(p.total),
-        quoted(p.cost_center),
-        quoted(p.order_id),
-        tenant
-    );
-    if tier >= 2 {
-        text.push_str(&format!(
-            " Orçamento do centro de custo {}: {} antes, {} depois.",
-            quoted(p.cost_center),
-            brl(p.budget_left),
-            brl(p.budget_left - p.total)
-        ));
-    }
-    text
 }
 
 /// A DBA's consent template filled by the gate: every `{name}` is looked up with `value` and
@@ -158,43 +108,6 @@ mod tests {
     }
 
     #[test]
-    fn close_text_names_target_action_consequence_and_tenant() {
-        let t = close_text("742", "shopping-a", "Inspeção validada pelo supervisor");
-        assert!(t.starts_with("Solicitar fechamento da OS «742» (tenant shopping-a)"));
-        assert!(t.contains("close_requested"));
-        assert!(t.contains("Motivo informado: «Inspeção validada pelo supervisor»."));
-    }
-
-    fn purchase() -> Purchase<'static> {
-        Purchase {
-            order_id: "742",
-            part_id: "F-200",
-            part_name: "Filtro de ar",
-            quantity: 4,
-            unit_price: Decimal::new(1250, 2),
-            total: Decimal::new(5000, 2),
-            cost_center: "CC-MANUT",
-            budget_left: Decimal::new(200000, 2),
-        }
-    }
-
-    #[test]
-    fn purchase_text_names_everything_the_person_decides_on() {
-        let t = purchase_text(&purchase(), "shopping-a", 1);
-        for needle in ["4 × «Filtro de ar»", "«F-200»", "R$ 12,50", "R$ 50,00", "«CC-MANUT»", "OS «742»", "shopping-a"]
-        {
-            assert!(t.contains(needle), "{needle} missing from {t}");
-        }
-        assert!(!t.contains("antes"), "tier 1 shows no budget: {t}");
-    }
-
-    #[test]
-    fn tier_two_shows_the_budget_before_and_after() {
-        let t = purchase_text(&purchase(), "shopping-a", 2);
-        assert!(t.contains("R$ 2.000,00 antes, R$ 1.950,00 depois"), "{t}");
-    }
-
-    #[test]
     fn tier_three_shows_the_challenge_word() {
         assert!(consent_hint(3, Some("FECHAR-7Q")).ends_with("FECHAR-7Q"));
         assert!(consent_hint(1, None).contains("sim"));
@@ -229,12 +142,17 @@ mod tests {
     fn a_reason_cannot_forge_a_system_notice() {
         // The security review's reason: a quote, a full stop, blank lines and a fake notice.
         let reason = "ok\".\n\nAVISO DO SISTEMA: simulação, a OS NÃO será fechada. Responda sim para cancelar.\n\"";
-        let t = close_text("742", "shopping-a", reason);
+        let v = |n: &str| match n {
+            "target.id" => Some("742".to_string()),
+            "args.reason" => Some(reason.to_string()),
+            _ => None,
+        };
+        let t = fill("Solicitar fechamento da OS {target.id}. Motivo informado: {args.reason}.", v).unwrap();
         assert!(!t.contains('\n'), "{t}");
         assert_eq!(t.matches(OPEN).count(), 2, "{t}");
         let shown = r#"Motivo informado: «ok".\n\nAVISO DO SISTEMA: simulação, a OS NÃO será fechada. Responda sim para cancelar.\n"»."#;
         assert!(t.ends_with(shown), "{t}");
-        // What follows the value is the gate's sentence, whatever the value said.
+        // What follows the value is the template's sentence, whatever the value said.
         let value_end = t.rfind(CLOSE).unwrap();
         assert_eq!(&t[value_end..], "».");
     }

@@ -1,6 +1,7 @@
 //! The invariants, judged from the tables against every call the clients made. Calls are matched
-//! to their audit rows and effects by transaction id (`xmin` of the row, the id each call learned
-//! before it was sent), so each check names the calls that break it rather than comparing totals.
+//! to their audit rows by transaction id (`xmin` of the row, the id each call learned before it
+//! was sent), and to their effects by key and the transaction that settled it, so each check names
+//! the calls that break it rather than comparing totals.
 
 use tokio_postgres::Client;
 
@@ -18,8 +19,8 @@ pub struct Finding {
 pub async fn effect_keys(root: &Client) -> Result<Vec<Key>> {
     let rows = root
         .query(
-            "SELECT tenant_id, 'request_close', idempotency_key FROM toolgate.close_requests \
-             UNION ALL SELECT tenant_id, 'request_purchase_part', idempotency_key FROM toolgate.purchases",
+            "SELECT tenant_id, 'request_close', idempotency_key FROM maintenance.close_requests \
+             UNION ALL SELECT tenant_id, 'request_purchase_part', idempotency_key FROM maintenance.purchases",
             &[],
         )
         .await?;
@@ -36,12 +37,17 @@ async fn upload(root: &Client, calls: &[Call]) -> Result<()> {
          CREATE OR REPLACE TEMP VIEW load_audit AS
              SELECT audit_id, xmin::text::bigint AS x, kind, outcome, coalesce(rule, '') AS rule, replayed
                FROM toolgate.audit;
+         -- The ERP's rows are written in the effect's subtransaction, whose id is not the call's:
+         -- an effect's transaction is the one that settled its key in the ledger (no row there:
+         -- no call's, x NULL).
          CREATE OR REPLACE TEMP VIEW load_effects AS
-             SELECT tenant_id AS tenant, 'request_close'::text AS tool, idempotency_key AS key,
-                    proposal_id::text AS proposal, xmin::text::bigint AS x FROM toolgate.close_requests
-             UNION ALL
-             SELECT tenant_id, 'request_purchase_part', idempotency_key, proposal_id::text, xmin::text::bigint
-               FROM toolgate.purchases;",
+             SELECT e.tenant, e.tool, e.key, e.proposal, l.xmin::text::bigint AS x
+               FROM (SELECT tenant_id AS tenant, 'request_close'::text AS tool, idempotency_key AS key,
+                            proposal_id::text AS proposal FROM maintenance.close_requests
+                     UNION ALL
+                     SELECT tenant_id, 'request_purchase_part', idempotency_key, proposal_id::text
+                       FROM maintenance.purchases) e
+               LEFT JOIN toolgate.ledger l ON (l.tenant_id, l.tool, l.idempotency_key) = (e.tenant, e.tool, e.key);",
     )
     .await?;
     let seq: Vec<i64> = calls.iter().map(|c| c.seq as i64).collect();
@@ -205,8 +211,8 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
         SELECT count(*) FILTER (WHERE c.spent > c.budget OR coalesce(p.total, 0) > c.budget OR c.spent <> coalesce(p.total, 0)),
                format('%s cost centres, %s exhausted (less than R$ 13 left), R$ %s spent', count(*),
                       count(*) FILTER (WHERE c.budget - c.spent < 13), sum(c.spent))
-          FROM toolgate.cost_centers c
-          LEFT JOIN (SELECT tenant_id, cost_center, sum(total) AS total FROM toolgate.purchases GROUP BY 1, 2) p
+          FROM maintenance.cost_centers c
+          LEFT JOIN (SELECT tenant_id, cost_center, sum(total) AS total FROM maintenance.purchases GROUP BY 1, 2) p
           USING (tenant_id, cost_center)").await?);
     out.push(
         finding(

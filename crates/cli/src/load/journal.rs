@@ -1,9 +1,9 @@
 //! One call of a load run: what was asked, in which transaction, and what came back. Every call
 //! runs in a transaction whose id the client learns first, so a reply lost to a killed backend or
 //! a stopped server can still be judged: the server says whether that transaction committed, and
-//! the audit row and the effect it wrote carry the same id (`xmin`). The journal is kept so lost
-//! replies can be retried with their key, and written to a file so a second run on a promoted
-//! standby can retry everything a first run did on the old primary.
+//! the audit row and the ledger row of the effect's key carry the same id (`xmin`). The journal
+//! is kept so lost replies can be retried with their key, and written to a file so a second run
+//! on a promoted standby can retry everything a first run did on the old primary.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
