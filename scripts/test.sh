@@ -9,8 +9,10 @@
 #   6. client integration tests (tests/) over real connections
 #   7. the short load with invariants: 32 connections, 2000 calls
 #   8. the benchmark's smoke run, so the benchmark cannot rot
+#   9. the upgrade test (scripts/upgrade-test.sh): 0.1.0 built, filled, updated to this tree's
+#      version, its rows, calls and catalogue checked against a fresh install
 # and once, on PostgreSQL 15:
-#   9. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
+#  10. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
 # Prints each version's time; exits non-zero on the first suite that fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
@@ -19,20 +21,20 @@ read -r -a versions <<<"${TOOLGATE_PG_VERSIONS:-$PG_VERSIONS}"
 toolgate_cli
 make_work
 
-step "1/9 lint (scripts/lint.sh)"
+step "1/10 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/9 unit tests (toolgate-core, toolgate-cli)"
+step "2/10 unit tests (toolgate-core, toolgate-cli)"
 cargo test --quiet -p toolgate-core -p toolgate-cli
 
-# suites MAJOR: steps 3 to 8 on PostgreSQL MAJOR, each on its own cluster (its port the first
+# suites MAJOR: steps 3 to 9 on PostgreSQL MAJOR, each on its own cluster (its port the first
 # free one from TOOLGATE_TEST_PORT), the build installed into that version's install.
 suites() {
     local v=$1 started=$SECONDS dir
     pg_version "$v"
     dir=$work/pg$v
 
-    step "3/9 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
+    step "3/10 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
     mkdir -p "$work/pgrx-data-$v"
     chown postgres: "$work/pgrx-data-$v"
     # The filter keeps the client integration tests (step 6, which need a running server) out.
@@ -40,7 +42,7 @@ suites() {
     # That installed a build with the test schema in it; put the real one back.
     scripts/install-extension.sh
 
-    step "4/9 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
+    step "4/10 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
     throwaway_cluster "pg$v" "${TOOLGATE_TEST_PORT:-54401}"
     export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys-$v" TOOLGATE_MINT="$root/pg_test/mint"
     mkdir -p "$work/regress-$v"
@@ -50,27 +52,32 @@ suites() {
         exit 1
     fi
 
-    step "5/9 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
+    step "5/10 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/isolation.sh
 
-    step "6/9 [PostgreSQL $v] client integration tests (tests/)"
+    step "6/10 [PostgreSQL $v] client integration tests (tests/)"
     TOOLGATE_TEST_HOST="$dir/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it-$v" \
     TOOLGATE_TEST_LOG="$dir/server.log" cargo test --quiet -p pg_toolgate --test '*'
 
-    step "7/9 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
+    step "7/10 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/load.sh
     # The next version's cluster may take the port; this one is done.
     cluster_stop "$dir"
 
-    step "8/9 [PostgreSQL $v] benchmark smoke run (scripts/bench.sh --smoke)"
+    step "8/10 [PostgreSQL $v] benchmark smoke run (scripts/bench.sh --smoke)"
     scripts/bench.sh --smoke
 
-    timings+=("PostgreSQL $v: steps 3-8 in $((SECONDS - started)) s")
+    step "9/10 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
+    # A private PostgreSQL copy; 0.1.0 in its own target directory (target/upgrade), this tree's
+    # build the one the steps above made.
+    scripts/upgrade-test.sh "$v"
+
+    timings+=("PostgreSQL $v: steps 3-9 in $((SECONDS - started)) s")
 }
 timings=()
 for v in "${versions[@]}"; do suites "$v"; done
 
-step "9/9 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
+step "10/10 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
 # Its own target directory and a private PostgreSQL copy: the system's install is not touched.
 pg_version "$PG_DEBIAN"
 scripts/mutants.sh --ci

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# The upgrade test: version 0.1.0 (commit OLD_COMMIT below) built and installed into a private
+# PostgreSQL copy, a database filled through its entry points with real tokens
+# (tests/upgrade/fill.sql), then the current tree installed over it and
+# `ALTER EXTENSION pg_toolgate UPDATE` run in that database. Then it checks, printing each check:
+#   1. the extension's version is the current tree's;
+#   2. every configuration and history table kept its rows (count and content; the tables of
+#      tool definitions may gain rows, the DBA's own stay unchanged);
+#   3. the built-in ERP's rows live in ordinary tables maintenance.* (owned by the NOLOGIN role
+#      maintenance_owner, not members of the extension), the same rows;
+#   4. request_close and request_purchase_part are bound write tools, read_order a read tool, and
+#      every C function's symbol is in the new library;
+#   5. calls go on working (tests/upgrade/after.sql): a read, a retry of a settled call, a proposal
+#      made before the update confirmed, closes at tier 1 and 0, a purchase, a DBA's own tool;
+#   6. the catalogue (tests/upgrade/catalogue.sql) is identical to a fresh CREATE EXTENSION's in
+#      a second database of the same cluster (the diff is printed otherwise: "-" lines are what a
+#      fresh install has and the update does not make, "+" lines what the update leaves that a
+#      fresh install has not), and every row a fresh install ships is in the updated database.
+#
+#   scripts/upgrade-test.sh            on PostgreSQL TOOLGATE_PG (default 15)
+#   scripts/upgrade-test.sh 15 18      on each version in turn
+#
+# Nothing is installed into the system's PostgreSQL: each version gets a private copy in the work
+# directory (scripts/private-pg.sh), 0.1.0's build first, then the current tree's (which
+# `cargo pgrx install` builds in the usual target directory, with sql/pg_toolgate--*--*.sql).
+# 0.1.0's source (git archive of OLD_COMMIT) and its own target directory are kept in
+# TOOLGATE_UPGRADE_DIR (default target/upgrade) across runs: the first build is a full compile.
+#
+# Environment: TOOLGATE_UPGRADE_DIR, TOOLGATE_UPGRADE_PORT (first port tried, 54461),
+# TOOLGATE_KEEP=1 (keep the work directory: logs, row dumps, catalogues), TOOLGATE_BIN.
+# Exit: 0 every check held; 1 a check failed (every failure is printed); 2 the harness could not
+# judge (a build, the fill or the update itself failed).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+
+# Version 0.1.0: the commit it was released from, and its version string.
+OLD_COMMIT=308d0758942d08e6b1f4b40f9622e536b910ccb6
+OLD_VERSION=0.1.0
+
+read -r -a versions <<<"${*:-$PG_MAJOR}"
+updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-target/upgrade}")
+old_src=$updir/src-$OLD_VERSION
+old_target=$updir/target-$OLD_VERSION
+make_work
+toolgate_cli
+export TOOLGATE_MINT=$root/pg_test/mint
+failures=0
+summary=()
+
+ok() { log "ok: $*"; }
+fail() {
+    log "FAIL: $*"
+    failures=$((failures + 1))
+}
+harness_error() {
+    log "$*" >&2
+    exit 2
+}
+
+# 0.1.0's source, extracted once from the repository's history (a clone too shallow to hold the
+# commit cannot run this test).
+if [ "$(cat "$old_src/.commit" 2>/dev/null)" != "$OLD_COMMIT" ]; then
+    git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null ||
+        harness_error "commit $OLD_COMMIT ($OLD_VERSION) is not in this clone: fetch it (git fetch --unshallow)"
+    rm -rf "$old_src"
+    mkdir -p "$old_src"
+    git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$old_src"
+    echo "$OLD_COMMIT" >"$old_src/.commit"
+fi
+
+# q DB ARGS…: psql as the superuser into DB of the cluster under test.
+q() {
+    local db=$1
+    shift
+    sql "$host" "$port" "$db" "$@"
+}
+
+# rows DB RELATION COLUMNS [CONDITION]: RELATION's rows (those meeting CONDITION), each as the
+# jsonb of its COLUMNS (a text[] literal) only, sorted.
+rows() {
+    q "$1" -v cols="$3" <<SQL | LC_ALL=C sort
+SELECT (SELECT pg_catalog.jsonb_object_agg(e.key, e.value) FROM pg_catalog.jsonb_each(pg_catalog.to_jsonb(t)) e
+         WHERE e.key = ANY (:'cols'::text[]))::text
+  FROM $2 t ${4:+WHERE $4}
+SQL
+}
+
+# The tables whose rows the update must carry: NAME (in schema toolgate under 0.1.0), MODE, WHERE
+# the rows are after the update, and which rows count. MODE exact: the same rows, none added;
+# kept: none lost or changed, the update may add some (a shipped tool becomes a defined one).
+tables=(
+    "tenants exact toolgate.tenants"
+    "keys exact toolgate.keys"
+    "issuers exact toolgate.issuers"
+    "tenant_issuers exact toolgate.tenant_issuers"
+    "policies exact toolgate.policies"
+    "policy_history exact toolgate.policy_history"
+    "tool_schemas exact toolgate.tool_schemas"
+    "write_switches exact toolgate.write_switches"
+    "ledger exact toolgate.ledger"
+    "proposals exact toolgate.proposals"
+    "conversations exact toolgate.conversations"
+    "quota_usage exact toolgate.quota_usage"
+    "audit exact toolgate.audit"
+    "tools kept toolgate.tools defined_by IS NOT NULL"
+    "tool_bindings kept toolgate.tool_bindings"
+    "tool_history kept toolgate.tool_history"
+    "work_orders exact maintenance.work_orders"
+    "parts exact maintenance.parts"
+    "cost_centers exact maintenance.cost_centers"
+    "purchases exact maintenance.purchases"
+    "close_requests exact maintenance.close_requests"
+)
+erp_tables=(work_orders parts cost_centers purchases close_requests)
+
+# snapshot DIR: every table's columns and rows as 0.1.0 has them, and its row count printed.
+snapshot() {
+    local dir=$1 spec name mode after cond counts=()
+    mkdir -p "$dir"
+    for spec in "${tables[@]}"; do
+        read -r name mode after cond <<<"$spec"
+        q before -c "SELECT pg_catalog.array_agg(attname ORDER BY attnum)::text FROM pg_catalog.pg_attribute
+                      WHERE attrelid = 'toolgate.$name'::pg_catalog.regclass AND attnum > 0 AND NOT attisdropped" \
+            >"$dir/$name.cols"
+        rows before "toolgate.$name" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.before"
+        counts+=("$name $(wc -l <"$dir/$name.before")")
+    done
+    log "rows under $OLD_VERSION: $(printf '%s, ' "${counts[@]}" | sed 's/, $//')"
+}
+
+# compare DIR: each table's rows after the update against its snapshot.
+compare() {
+    local dir=$1 spec name mode after cond before_n after_n lost added
+    for spec in "${tables[@]}"; do
+        read -r name mode after cond <<<"$spec"
+        if [ -z "$(q before -c "SELECT pg_catalog.to_regclass('$after')")" ]; then
+            fail "$after: no such table after the update (toolgate.$name had $(wc -l <"$dir/$name.before") rows)"
+            continue
+        fi
+        rows before "$after" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.after"
+        before_n=$(wc -l <"$dir/$name.before") after_n=$(wc -l <"$dir/$name.after")
+        lost=$(LC_ALL=C comm -23 "$dir/$name.before" "$dir/$name.after" | wc -l)
+        added=$(LC_ALL=C comm -13 "$dir/$name.before" "$dir/$name.after" | wc -l)
+        local what="$after${cond:+ ($cond)}: $before_n rows before, $after_n after"
+        if [ "$lost" -eq 0 ] && { [ "$added" -eq 0 ] || [ "$mode" = kept ]; }; then
+            if [ "$added" -eq 0 ]; then ok "$what, every one unchanged"; else ok "$what, every one unchanged, $added added by the update"; fi
+        else
+            fail "$what: $lost lost or changed, $added added"
+            LC_ALL=C comm -23 "$dir/$name.before" "$dir/$name.after" | head -n 3 | cut -c1-400 | sed 's/^/    before only: /'
+            LC_ALL=C comm -13 "$dir/$name.before" "$dir/$name.after" | head -n 3 | cut -c1-400 | sed 's/^/    after only:  /'
+        fi
+    done
+}
+
+# check WHAT WANT GOT: ok when GOT is WANT.
+check() {
+    if [ "$3" = "$2" ]; then ok "$1: $3"; else fail "$1: $3, not $2"; fi
+}
+
+# upgrade_test MAJOR: the whole test on PostgreSQL MAJOR.
+upgrade_test() {
+    local v=$1 started=$SECONDS t dir new_version erp tool want faults
+    pg_version "$v"
+    [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
+    dir=$work/pg$v
+
+    step "[PostgreSQL $v] $OLD_VERSION (commit ${OLD_COMMIT:0:7}) into a private copy"
+    private_pg "$work/install-$v"
+    # The copy holds whatever the install it was made from has; start from no pg_toolgate at all.
+    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)/pg_toolgate.so"
+    t=$SECONDS
+    log "building $OLD_VERSION in $old_target (a full compile the first time, cached after)"
+    (cd "$old_src" && CARGO_TARGET_DIR=$old_target cargo pgrx install --pg-config "$PG_CONFIG") \
+        >"$work/build-$OLD_VERSION-pg$v.log" 2>&1 ||
+        { cat "$work/build-$OLD_VERSION-pg$v.log" >&2; harness_error "$OLD_VERSION does not build"; }
+    log "$OLD_VERSION built and installed in $((SECONDS - t)) s"
+
+    throwaway_cluster "pg$v" "${TOOLGATE_UPGRADE_PORT:-54461}"
+    host=$dir/socket
+    q postgres -c "CREATE DATABASE before" -c "CREATE DATABASE fresh"
+    q before -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
+    mkdir -p "$work/keys-$v"
+    log "filling database before through $OLD_VERSION's entry points (tests/upgrade/fill.sql)"
+    TOOLGATE_KEYS=$work/keys-$v q before -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v.log" ||
+        harness_error "the fill failed under $OLD_VERSION (its log: $work/fill-$v.log)"
+    snapshot "$work/rows-$v"
+
+    step "[PostgreSQL $v] the current tree over it, then ALTER EXTENSION pg_toolgate UPDATE"
+    t=$SECONDS
+    cargo pgrx install --pg-config "$PG_CONFIG" >"$work/build-current-pg$v.log" 2>&1 ||
+        { cat "$work/build-current-pg$v.log" >&2; harness_error "the current tree does not build"; }
+    log "current tree built and installed in $((SECONDS - t)) s"
+    new_version=$(q before -c "SELECT default_version FROM pg_catalog.pg_available_extensions WHERE name = 'pg_toolgate'")
+    [ "$new_version" != "$OLD_VERSION" ] ||
+        harness_error "the current tree's version is still $OLD_VERSION: bump it in Cargo.toml"
+    log "installed: $(cd "$("$PG_CONFIG" --sharedir)/extension" && echo pg_toolgate--*.sql)"
+    # A new connection: the backends that ran the fill had the old library loaded.
+    q before -c "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version'" ||
+        harness_error "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version' failed"
+
+    step "[PostgreSQL $v] checks after the update"
+    check "extension version" "$new_version" "$(q before -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_toolgate'")"
+    compare "$work/rows-$v"
+
+    check "role maintenance_owner (can log in?)" "false" \
+        "$(q before -c "SELECT coalesce((SELECT rolcanlogin::text FROM pg_catalog.pg_roles WHERE rolname = 'maintenance_owner'), 'no such role')")"
+    # (An update script's CREATE SCHEMA makes the schema a member, unless the script drops it.)
+    check "schema maintenance (owner, extension member)" "maintenance_owner, not a member" \
+        "$(q before -c "SELECT coalesce((SELECT n.nspowner::pg_catalog.regrole::text
+                               || CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                                                     WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                                                       AND d.objid = n.oid AND d.deptype = 'e')
+                                       THEN ', a member' ELSE ', not a member' END
+                             FROM pg_catalog.pg_namespace n WHERE n.nspname = 'maintenance'), 'no such schema')")"
+    for erp in "${erp_tables[@]}"; do
+        # A missing table has failed its rows' check already.
+        [ -n "$(q before -c "SELECT pg_catalog.to_regclass('maintenance.$erp')")" ] || continue
+        check "maintenance.$erp (owner, extension member, toolgate.$erp gone)" "maintenance_owner, not a member, gone" \
+            "$(q before -c "SELECT coalesce((SELECT c.relowner::pg_catalog.regrole::text
+                                   || CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                                                         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                                           AND d.objid = c.oid AND d.deptype = 'e')
+                                           THEN ', a member' ELSE ', not a member' END
+                                   || CASE WHEN pg_catalog.to_regclass('toolgate.$erp') IS NULL THEN ', gone' ELSE ', still there' END
+                                 FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass('maintenance.$erp')),
+                                'no such table')")"
+    done
+    for tool in request_close:write request_purchase_part:write read_order:read; do
+        want=${tool#*:} tool=${tool%%:*}
+        check "toolgate.tool_bindings: $tool" "$want" \
+            "$(q before -c "SELECT coalesce((SELECT kind FROM toolgate.tool_bindings WHERE tool = '$tool'), 'not bound')")"
+    done
+    faults=$(q before <<'SQL'
+CREATE FUNCTION pg_temp.symbol_fault(f regprocedure) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.fmgr_c_validator(f);
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLERRM;
+END
+$$;
+SELECT p.oid::pg_catalog.regprocedure::text || ': ' || pg_temp.symbol_fault(p.oid)
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+  JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+ WHERE e.extname = 'pg_toolgate' AND d.deptype = 'e' AND p.prolang = (SELECT oid FROM pg_catalog.pg_language WHERE lanname = 'c')
+   AND pg_temp.symbol_fault(p.oid) IS NOT NULL;
+SQL
+    )
+    if [ -z "$faults" ]; then ok "every C function of the extension finds its symbol in the new library"; else
+        fail "C functions whose symbol the new library lacks:"
+        printf '%s\n' "$faults" | sed 's/^/    /'
+    fi
+
+    log "calls after the update (tests/upgrade/after.sql)"
+    local calls=0
+    TOOLGATE_KEYS=$work/keys-$v q before -f tests/upgrade/after.sql >"$work/after-$v.log" 2>&1 || calls=$?
+    grep -E '^(ok|entry points): ' "$work/after-$v.log" | while read -r line; do log "$line"; done
+    if [ "$calls" -ne 0 ]; then
+        fail "a call after the update:"
+        grep -vE '^(ok|entry points): ' "$work/after-$v.log" | sed 's/^/    /'
+    fi
+
+    step "[PostgreSQL $v] catalogue: updated database against a fresh CREATE EXTENSION"
+    q fresh -c "CREATE EXTENSION pg_toolgate"
+    local db
+    for db in before fresh; do
+        q "$db" -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/catalogue-$v-$db.txt"
+        grep -v '^row ' "$work/catalogue-$v-$db.txt" >"$work/facts-$v-$db.txt" || true
+        grep '^row ' "$work/catalogue-$v-$db.txt" >"$work/rows-$v-$db.txt" || true
+    done
+    if diff -u --label "fresh CREATE EXTENSION pg_toolgate ($new_version)" \
+        --label "updated from $OLD_VERSION" "$work/facts-$v-fresh.txt" "$work/facts-$v-before.txt" >"$work/catalogue-$v.diff"; then
+        ok "catalogue identical to a fresh $new_version install ($(wc -l <"$work/facts-$v-fresh.txt") facts)"
+    else
+        fail "catalogue differs from a fresh $new_version install ($(grep -c '^[-+][^-+]' "$work/catalogue-$v.diff") lines):"
+        cat "$work/catalogue-$v.diff"
+    fi
+    faults=$(LC_ALL=C comm -23 "$work/rows-$v-fresh.txt" "$work/rows-$v-before.txt")
+    if [ -z "$faults" ]; then
+        ok "every row a fresh install ships ($(wc -l <"$work/rows-$v-fresh.txt")) is in the updated database"
+    else
+        fail "rows a fresh install ships that the updated database lacks:"
+        printf '%s\n' "$faults" | cut -c1-400 | sed 's/^/    /'
+    fi
+
+    cluster_stop "$dir"
+    summary+=("PostgreSQL $v: $OLD_VERSION -> $new_version in $((SECONDS - started)) s")
+}
+
+for v in "${versions[@]}"; do upgrade_test "$v"; done
+
+step "summary"
+for s in "${summary[@]}"; do log "$s"; done
+if [ "$failures" -gt 0 ]; then
+    log "$failures check(s) FAILED"
+    exit 1
+fi
+log "upgrade: rows kept, ERP moved, calls working, catalogue identical to a fresh install"
