@@ -61,6 +61,7 @@ if [ "$mode" = gate ]; then t_demo=60 t_regress=180 t_it=90 t_load=180; else t_d
 pristine=$target/pristine tree=$target/tree
 if [ -n "${MUTANTS_WORK:-}" ]; then use_work "$MUTANTS_WORK"; else make_work; fi
 bin=$work/bin
+base_bin=$bin
 mkdir -p "$target" "$bin"
 port=$(free_port "${MUTANTS_PORT:-54501}")
 # At exit the tree is the unmutated copy again, then lib.sh's clean-up stops the cluster.
@@ -78,17 +79,24 @@ python3 mutants/apply.py sync "$pristine" "$tree"
 
 install_ext() { (cd "$tree" && cargo pgrx install --pg-config "$PG_CONFIG") >"$1" 2>&1; }
 
+# build_clients DIR LOG: the toolgate command and the client integration tests of the tree, into
+# DIR. They talk to the server only, so they are built once, unmutated, and kept; but they compile
+# in the maintenance example (crates/cli/src/fixture.rs) and toolgate-core, so a mutant that edits
+# examples/ or crates/ gets clients of its own.
+build_clients() {
+    local dir=$1 log=$2
+    mkdir -p "$dir"
+    rm -f "$dir"/it-* "$dir/toolgate"
+    (cd "$tree" && cargo build --quiet -p toolgate-cli) >"$log" 2>&1 || return 1
+    cp "$target/debug/toolgate" "$dir/toolgate"
+    (cd "$tree" && cargo test -p pg_toolgate --test '*' --no-run --message-format=json 2>>"$log") |
+        python3 mutants/apply.py test-binaries "$dir" && ls "$dir"/it-* >/dev/null 2>&1
+}
+
 log "building the unmutated tree in $target (the first time takes several minutes)"
 t0=$(date +%s)
 install_ext "$work/build-baseline.log" || { cat "$work/build-baseline.log" >&2; exit 2; }
-(cd "$tree" && cargo build --quiet -p toolgate-cli) >"$work/build-cli.log" 2>&1 || { cat "$work/build-cli.log" >&2; exit 2; }
-cp "$target/debug/toolgate" "$bin/toolgate"
-# The client integration tests talk to the server only: build them once, unmutated, and keep them.
-if ! (cd "$tree" && cargo test -p pg_toolgate --test '*' --no-run --message-format=json 2>"$work/build-it.log") |
-    python3 mutants/apply.py test-binaries "$bin" || ! ls "$bin"/it-* >/dev/null 2>&1; then
-    cat "$work/build-it.log" >&2
-    exit 2
-fi
+build_clients "$bin" "$work/build-clients.log" || { cat "$work/build-clients.log" >&2; exit 2; }
 if [[ " $suites " == *" unit "* ]]; then
     (cd "$tree" && cargo test --quiet -p toolgate-core --no-run) >"$work/build-unit.log" 2>&1 || { cat "$work/build-unit.log" >&2; exit 2; }
 fi
@@ -228,7 +236,12 @@ judge() {
     t0=$(date +%s)
     build_log=$work/build-$(printf '%s' "${name%%:*}" | tr -c 'A-Za-z0-9_.-' '_').log
     grep -q '^crates/' <<<"$files" && unit=1
-    if ! install_ext "$build_log"; then
+    bin=$base_bin
+    if grep -qE '^(crates|examples)/' <<<"$files"; then
+        bin=$work/bin-mutant
+        build_clients "$bin" "$build_log.clients" || bin=
+    fi
+    if [ -z "$bin" ] || ! install_ext "$build_log"; then
         verdict=unviable failed="does not build"
     else
         failed=$(run_suites "$unit") || rc=$?
@@ -242,6 +255,7 @@ judge() {
     n=$(grep -c . <<<"$failed" || true)
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$verdict" "$(( $(date +%s) - t0 ))" "$n" "$(tr '\n' ';' <<<"$failed" | sed 's/;$//')" >>"$results"
     printf '%-26s %-8s %4ss  %s\n' "$name" "$verdict" "$(( $(date +%s) - t0 ))" "$(head -c 300 <<<"${failed//$'\n'/; }")" >&2
+    bin=$base_bin
     python3 mutants/apply.py sync "$pristine" "$tree"
 }
 

@@ -8,14 +8,17 @@
 #      tool definitions may gain rows, the DBA's own stay unchanged);
 #   3. the built-in ERP's rows live in ordinary tables maintenance.* (owned by the NOLOGIN role
 #      maintenance_owner, not members of the extension), the same rows;
-#   4. request_close and request_purchase_part are bound write tools, read_order a read tool, and
-#      every C function's symbol is in the new library;
+#   4. request_close and request_purchase_part are bound write tools, read_order a read tool,
+#      every C function's symbol is in the new library, and no table of the extension has a column
+#      of a type pg_upgrade refuses;
 #   5. calls go on working (tests/upgrade/after.sql): a read, a retry of a settled call, a proposal
 #      made before the update confirmed, closes at tier 1 and 0, a purchase, a DBA's own tool;
 #   6. the catalogue (tests/upgrade/catalogue.sql) is identical to a fresh CREATE EXTENSION's in
 #      a second database of the same cluster (the diff is printed otherwise: "-" lines are what a
 #      fresh install has and the update does not make, "+" lines what the update leaves that a
-#      fresh install has not), and every row a fresh install ships is in the updated database.
+#      fresh install has not), and every row a fresh install ships is in the updated database;
+#      that database then loads examples/maintenance/maintenance.sql, and the schema maintenance
+#      the update made must be identical to the one the example builds.
 #
 #   scripts/upgrade-test.sh            on PostgreSQL TOOLGATE_PG (default 15)
 #   scripts/upgrade-test.sh 15 18      on each version in turn
@@ -87,15 +90,16 @@ SQL
 
 # The tables whose rows the update must carry: NAME (in schema toolgate under 0.1.0), MODE, WHERE
 # the rows are after the update, and which rows count. MODE exact: the same rows, none added;
-# kept: none lost or changed, the update may add some (a shipped tool becomes a defined one).
+# kept: none lost or changed, the update may add some (a shipped tool becomes a defined one, the
+# new read tool read_order gets its schema and, for each tenant with policy rows, a policy row).
 tables=(
     "tenants exact toolgate.tenants"
     "keys exact toolgate.keys"
     "issuers exact toolgate.issuers"
     "tenant_issuers exact toolgate.tenant_issuers"
-    "policies exact toolgate.policies"
-    "policy_history exact toolgate.policy_history"
-    "tool_schemas exact toolgate.tool_schemas"
+    "policies kept toolgate.policies"
+    "policy_history kept toolgate.policy_history"
+    "tool_schemas kept toolgate.tool_schemas"
     "write_switches exact toolgate.write_switches"
     "ledger exact toolgate.ledger"
     "proposals exact toolgate.proposals"
@@ -126,11 +130,24 @@ snapshot() {
         counts+=("$name $(wc -l <"$dir/$name.before")")
     done
     log "rows under $OLD_VERSION: $(printf '%s, ' "${counts[@]}" | sed 's/, $//')"
+    in_force before >"$dir/in_force.before"
 }
 
-# compare DIR: each table's rows after the update against its snapshot.
+# in_force DB: each tool's schema version in force.
+in_force() {
+    q "$1" -c "SELECT tool || ' ' || max(version) FROM toolgate.tool_schemas GROUP BY tool ORDER BY tool"
+}
+
+# compare DIR: each table's rows after the update against its snapshot, and each tool's schema
+# in force (a tool the update binds keeps the version it had, a DBA's included).
 compare() {
     local dir=$1 spec name mode after cond before_n after_n lost added
+    in_force before >"$dir/in_force.after"
+    if [ -z "$(LC_ALL=C comm -23 "$dir/in_force.before" "$dir/in_force.after")" ]; then
+        ok "every tool keeps its schema version in force ($(paste -sd, "$dir/in_force.before"))"
+    else
+        fail "schema versions in force changed: $(paste -sd, "$dir/in_force.before") before, $(paste -sd, "$dir/in_force.after") after"
+    fi
     for spec in "${tables[@]}"; do
         read -r name mode after cond <<<"$spec"
         if [ -z "$(q before -c "SELECT pg_catalog.to_regclass('$after')")" ]; then
@@ -252,6 +269,17 @@ SQL
         printf '%s\n' "$faults" | sed 's/^/    /'
     fi
 
+    # pg_upgrade, the next upgrade a DBA makes (a major PostgreSQL version), refuses a database
+    # with a column of these OID-holding types in any table.
+    check "columns of a type pg_upgrade refuses (regproc, regprocedure, regoper, …) in the extension's tables" "none" \
+        "$(q before -c "SELECT coalesce(pg_catalog.string_agg(a.attrelid::pg_catalog.regclass::text || '.' || a.attname, ', '), 'none')
+                          FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+                         WHERE c.relnamespace = 'toolgate'::pg_catalog.regnamespace AND c.relkind = 'r' AND NOT a.attisdropped
+                           AND a.atttypid IN ('pg_catalog.regproc'::pg_catalog.regtype, 'pg_catalog.regprocedure'::pg_catalog.regtype,
+                                              'pg_catalog.regoper'::pg_catalog.regtype, 'pg_catalog.regoperator'::pg_catalog.regtype,
+                                              'pg_catalog.regconfig'::pg_catalog.regtype, 'pg_catalog.regdictionary'::pg_catalog.regtype,
+                                              'pg_catalog.regnamespace'::pg_catalog.regtype, 'pg_catalog.regcollation'::pg_catalog.regtype)")"
+
     log "calls after the update (tests/upgrade/after.sql)"
     local calls=0
     TOOLGATE_KEYS=$work/keys-$v q before -f tests/upgrade/after.sql >"$work/after-$v.log" 2>&1 || calls=$?
@@ -262,19 +290,34 @@ SQL
     fi
 
     step "[PostgreSQL $v] catalogue: updated database against a fresh CREATE EXTENSION"
+    # The fresh database as a DBA would build it on the new version: the extension, then the
+    # maintenance example the update turns the old built-in ERP into.
+    # The rows a fresh install ships are read before the example adds its own.
     q fresh -c "CREATE EXTENSION pg_toolgate"
+    { q fresh -f tests/upgrade/catalogue.sql | grep '^row ' || true; } | LC_ALL=C sort >"$work/rows-$v-fresh.txt"
+    q fresh -f examples/maintenance/maintenance.sql >/dev/null
     local db
     for db in before fresh; do
         q "$db" -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/catalogue-$v-$db.txt"
         grep -v '^row ' "$work/catalogue-$v-$db.txt" >"$work/facts-$v-$db.txt" || true
-        grep '^row ' "$work/catalogue-$v-$db.txt" >"$work/rows-$v-$db.txt" || true
     done
+    grep '^row ' "$work/catalogue-$v-before.txt" >"$work/rows-$v-before.txt" || true
     if diff -u --label "fresh CREATE EXTENSION pg_toolgate ($new_version)" \
         --label "updated from $OLD_VERSION" "$work/facts-$v-fresh.txt" "$work/facts-$v-before.txt" >"$work/catalogue-$v.diff"; then
         ok "catalogue identical to a fresh $new_version install ($(wc -l <"$work/facts-$v-fresh.txt") facts)"
     else
         fail "catalogue differs from a fresh $new_version install ($(grep -c '^[-+][^-+]' "$work/catalogue-$v.diff") lines):"
         cat "$work/catalogue-$v.diff"
+    fi
+    for db in before fresh; do
+        q "$db" -v schema=maintenance -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/maintenance-$v-$db.txt"
+    done
+    if diff -u --label "examples/maintenance on a fresh $new_version" --label "maintenance updated from $OLD_VERSION" \
+        "$work/maintenance-$v-fresh.txt" "$work/maintenance-$v-before.txt" >"$work/maintenance-$v.diff"; then
+        ok "schema maintenance identical to the one examples/maintenance builds ($(wc -l <"$work/maintenance-$v-fresh.txt") facts)"
+    else
+        fail "schema maintenance differs from the one examples/maintenance builds:"
+        cat "$work/maintenance-$v.diff"
     fi
     faults=$(LC_ALL=C comm -23 "$work/rows-$v-fresh.txt" "$work/rows-$v-before.txt")
     if [ -z "$faults" ]; then

@@ -1,11 +1,12 @@
 -- pg_toolgate: the SQL surface. Every function here is SECURITY DEFINER with a pinned
 -- search_path (pg_temp last and explicit) and schema-qualified SQL inside; finalize.sql decides
--- who may EXECUTE which.
+-- who may EXECUTE which. The tool registry and its entry points are in registry.sql.
 
 ------------------------------------------------------------------------------------------------
--- Agent entry points (docs/architecture.md §4): the Rust functions themselves (src/entry.rs), with no wrapper in
--- between. `args` reaches the gate as the jsonb's text, so that a number Rust cannot hold (1e400)
--- is a schema_invalid outcome rather than an exception.
+-- Agent entry points (docs/architecture.md §4): the Rust functions themselves (src/entry.rs), with
+-- no wrapper in between (confirm here; call and read in registry.sql). `args` reaches the gate as
+-- the jsonb's text, so that a number Rust cannot hold (1e400) is a schema_invalid outcome rather
+-- than an exception.
 ------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
@@ -15,8 +16,9 @@ AS 'MODULE_PATHNAME', 'confirm_wrapper';
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
 
--- Backends cache the configuration rows every call reads (keys, tools and schemas, policy rows,
--- switches) until told they changed: any write to those tables, by anyone, tells them.
+-- Backends cache the configuration rows every call reads (keys, issuers, tools, their schemas and
+-- bindings, policy rows, switches) until told they changed: any write to those tables, by
+-- anyone, tells them.
 CREATE FUNCTION toolgate.config_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
 BEGIN

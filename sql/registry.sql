@@ -24,19 +24,23 @@
 --   reader  returns what was asked, in ctx->>'tenant', or NULL (target_not_found); the strings at
 --           the JSON Pointers in `untrusted` (a segment * is every element of an array) come back
 --           marked as untrusted third-party data. Nothing a reader writes is kept.
+-- Each function is kept as its signature, schema-qualified as regprocedure prints it
+-- ('shop.invoice(jsonb,jsonb)'), and found again by that name at every use: not as a regprocedure
+-- (an OID), which pg_upgrade refuses in a table, and which a dump would have to restore after the
+-- DBA's functions.
 CREATE TABLE toolgate.tool_bindings (
     tool       text PRIMARY KEY REFERENCES toolgate.tools,
     kind       text NOT NULL CHECK (kind IN ('write', 'read')),
-    target     regprocedure,
-    value      regprocedure,
-    effect     regprocedure,
-    reader     regprocedure,
+    target     text,
+    value      text,
+    effect     text,
+    reader     text,
     untrusted  text[] NOT NULL DEFAULT '{}',
     consent    text,
-    target_states text[] CHECK (array_position(target_states, NULL) IS NULL),
     version    integer NOT NULL,
     defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     defined_by text NOT NULL,
+    target_states text[] CHECK (array_position(target_states, NULL) IS NULL),
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
                      ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
                           AND consent IS NULL AND target_states IS NULL END)
@@ -61,18 +65,19 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history_history_id_seq
 CREATE TRIGGER tool_bindings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 
--- Why `fn` may not be bound (NULL: it may). Checked by define_tool and again by the gate at every
--- use, so a function changed after its definition fails closed (BLOCKED tool_misconfigured):
--- it must exist with the binding signature, be SECURITY DEFINER with a pinned search_path, be
+-- Why the function named `fn` (a signature, as tool_bindings keeps it) may not be bound (NULL: it
+-- may; no name: nothing to check). Checked by define_tool and again by the gate at every use, so
+-- a function changed after its definition fails closed (BLOCKED tool_misconfigured): it must
+-- exist with the binding signature, be SECURITY DEFINER with a pinned search_path, be
 -- owned by a role that is not a superuser and that no agent login can act as, and be executable
 -- by neither PUBLIC nor any member of toolgate_agent (the application must never reach an
 -- effect around the gate).
-CREATE FUNCTION toolgate.binding_fault(fn regprocedure, what text) RETURNS text
+CREATE FUNCTION toolgate.binding_fault(fn text, what text) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN fn IS NULL THEN NULL
-        WHEN p.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn::oid)
+        WHEN p.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn)
         WHEN p.prokind <> 'f' OR p.proretset OR p.prorettype <> 'jsonb'::regtype
              OR p.pronargs <> 2 OR p.proargtypes[0] <> 'jsonb'::regtype OR p.proargtypes[1] <> 'jsonb'::regtype
             THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
@@ -89,8 +94,8 @@ AS $$
                              OR pg_catalog.pg_has_role(r.oid, p.proowner, 'MEMBER')))
             THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or its members', what, fn)
     END
-    FROM (SELECT fn) f
-    LEFT JOIN pg_catalog.pg_proc p ON p.oid = f.fn
+    FROM (SELECT pg_catalog.to_regprocedure(fn) AS oid) f
+    LEFT JOIN pg_catalog.pg_proc p ON p.oid = f.oid
     LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
 $$;
 
@@ -153,8 +158,8 @@ BEGIN
         RAISE EXCEPTION 'a sensitive tool needs a value function (the money at stake)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    fault := coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'),
-                      toolgate.binding_fault(value, 'value'));
+    fault := coalesce(toolgate.binding_fault(target::text, 'target'), toolgate.binding_fault(effect::text, 'effect'),
+                      toolgate.binding_fault(value::text, 'value'));
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
     END IF;
@@ -172,7 +177,7 @@ BEGIN
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
     INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, version,
                                              defined_by)
-    VALUES (tool, 'write', target, value, effect, consent, target_states, 1, who)
+    VALUES (tool, 'write', target::text, value::text, effect::text, consent, target_states, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
         target_states = excluded.target_states,
@@ -218,7 +223,7 @@ BEGIN
         RAISE EXCEPTION 'untrusted holds JSON Pointers: empty or starting with /'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    fault := toolgate.binding_fault(reader, 'reader');
+    fault := toolgate.binding_fault(reader::text, 'reader');
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
     END IF;
@@ -227,7 +232,7 @@ BEGIN
     PERFORM toolgate.record_tool(tool, 'read', description, false, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_read_tool.tool;
     INSERT INTO toolgate.tool_bindings AS b (tool, kind, reader, untrusted, version, defined_by)
-    VALUES (tool, 'read', reader, untrusted, 1, who)
+    VALUES (tool, 'read', reader::text, untrusted, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         reader = excluded.reader, untrusted = excluded.untrusted,
         version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by

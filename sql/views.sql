@@ -15,7 +15,7 @@ SELECT a.tenant_id, a.tool, a.target, a.actor, a.proposal_id, (a.detail->'value'
   FROM toolgate.audit a
  WHERE a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm');
 
--- Seed 000's counters per tenant, plus the effects the ERP recorded. Calls whose identity
+-- Seed 000's counters per tenant, plus the effects the gate made. Calls whose identity
 -- failed have no verified tenant and are counted under tenant_id NULL.
 CREATE VIEW toolgate.panel AS
 WITH calls AS (

@@ -1,6 +1,8 @@
-//! The Rust functions behind the SQL surface. The four agent entry points are declared in
-//! `sql/api.sql` as `LANGUAGE c` functions on these symbols, SECURITY DEFINER with a pinned
-//! `search_path`; the others are internal and granted to no client role.
+//! The Rust functions behind the SQL surface. The agent's entry points `confirm`, `call` and
+//! `read` are declared in `sql/api.sql` and `sql/registry.sql` as `LANGUAGE c` functions on these
+//! symbols, SECURITY DEFINER with a pinned `search_path` (the contract's `request_close`,
+//! `request_purchase_part` and `read_order` are SQL functions over `call` and `read`); the others
+//! are internal and granted to no client role.
 
 use pgrx::callconv::{Arg, ArgAbi};
 use pgrx::nullable::Nullable;

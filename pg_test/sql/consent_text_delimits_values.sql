@@ -1,7 +1,7 @@
 -- The model writes part of a proposal (a close's reason); the person reads the whole text. Every
 -- value from the arguments or the ERP is delimited with « » and escaped, so a reason cannot close
--- the gate's sentence and write one of its own; the shipped schema also refuses control and
--- line-separator characters in the reason (security review F5).
+-- the template's sentence and write one of its own; the maintenance example's schema also refuses
+-- control and line-separator characters in the reason (security review F5).
 \set VERBOSITY terse
 INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES ('shopping-a', '773', 'open', true);
 SET ROLE toolgate_agent;

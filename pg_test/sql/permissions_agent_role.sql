@@ -1,4 +1,4 @@
--- toolgate_agent reaches the gate through its four entry points and nothing else: no table,
+-- toolgate_agent reaches the gate through its six entry points and nothing else: no table,
 -- sequence, view or internal function, no object in the schema.
 \set VERBOSITY terse
 SET ROLE toolgate_agent;

@@ -24,13 +24,15 @@ pub struct Policy {
     pub max_value: Option<Decimal>,
     pub max_calls: Option<i32>,
     pub confirm_ttl_seconds: f64,
-    /// The states a defined tool's target may be in; `None`: any.
+    /// The states the tool's target may be in; `None`: those of the tool's definition (any if it
+    /// names none either).
     pub target_states: Option<Vec<String>>,
 }
 
 /// The kill switch as SQL, the gate's one way of reading it: writes are on for `$tool` unless the
 /// global switch ('*') or the tool's own switch says off. A macro (not a SQL function, which the
-/// planner would not inline) so every statement that needs it carries it.
+/// planner would not inline) so the two statements that read it, the policy row's and
+/// `writes_enabled`, carry the same text.
 macro_rules! writes_enabled_sql {
     ($tool:literal) => {
         concat!("NOT EXISTS (SELECT 1 FROM toolgate.write_switches WHERE NOT enabled AND scope IN ('*', ", $tool, "))")

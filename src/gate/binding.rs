@@ -37,11 +37,13 @@ thread_local! {
     static BINDINGS: RefCell<Cache<String, Option<Binding>>> = RefCell::new(Cache::new());
 }
 
-/// The binding of `tool`; `None` for a tool the extension ships (or no tool at all).
+/// The binding of `tool`, its functions found by the names it keeps (a function dropped since is
+/// the invalid OID, which `check` refuses before anything is called); `None` for no write tool.
 pub fn of(tool: &str) -> Option<Binding> {
     cached(&BINDINGS, tool.to_string(), || {
         spi::latest(
-            "SELECT target::oid, value::oid, effect::oid, consent, target_states FROM toolgate.tool_bindings \
+            "SELECT coalesce(pg_catalog.to_regprocedure(target)::oid, 0), pg_catalog.to_regprocedure(value)::oid, \
+             coalesce(pg_catalog.to_regprocedure(effect)::oid, 0), consent, target_states FROM toolgate.tool_bindings \
              WHERE tool = $1 AND kind = 'write'",
             &[tool.into()],
             |r| {
@@ -347,7 +349,8 @@ thread_local! {
 pub fn reader(tool: &str) -> Option<Reader> {
     cached(&READERS, tool.to_string(), || {
         spi::latest(
-            "SELECT reader::oid, untrusted FROM toolgate.tool_bindings WHERE tool = $1 AND kind = 'read'",
+            "SELECT coalesce(pg_catalog.to_regprocedure(reader)::oid, 0), untrusted FROM toolgate.tool_bindings \
+             WHERE tool = $1 AND kind = 'read'",
             &[tool.into()],
             |r| {
                 Ok(Reader {

@@ -238,9 +238,10 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
     Ok(reply)
 }
 
-/// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity, contract, the policy row and the role
-/// (not the kill switch: reads go on while writes are off), then the reader; no ledger, quota or
-/// proposal. Third-party text comes back marked untrusted, and the summary quotes none of it.
+/// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,
+/// contract, the policy row and the role (not the kill switch: reads go on while writes are off),
+/// then the reader; no ledger, quota or proposal. Third-party text comes back marked untrusted,
+/// and the summary quotes none of it.
 pub fn read(identity_token: Option<&str>, tool: &str, args: Option<&str>, oversize: bool) -> Reply {
     config::begin_call();
     let mut audit = Audit::start("read", tool);

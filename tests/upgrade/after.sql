@@ -143,7 +143,7 @@ SELECT pg_temp.holds(count(*) = 1, 'one close request for order 912')
   FROM maintenance.close_requests WHERE tenant_id = 'up-b' AND order_id = '912' AND idempotency_key = 'up-after-close-912';
 SELECT pg_temp.holds(count(*) = 1, 'one close request for order 901 (its retry made none)')
   FROM maintenance.close_requests WHERE tenant_id = 'up-a' AND order_id = '901';
-\echo ok: maintenance.close_requests holds the closes of 902, 904 and 912, and 901's once
+\echo ok: maintenance.close_requests holds the closes of 902, 904 and 912, and the one of 901 once
 SELECT pg_temp.holds(count(*) = 1, 'one purchase of 2 x F-200 (R$ 25,00) for order 905')
   FROM maintenance.purchases
  WHERE tenant_id = 'up-a' AND order_id = '905' AND part_id = 'F-200' AND quantity = 2 AND total = 25.00

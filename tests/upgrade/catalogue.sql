@@ -8,6 +8,10 @@
 --
 --   psql -X -q -At -v ON_ERROR_STOP=1 -d DB -f tests/upgrade/catalogue.sql | LC_ALL=C sort
 --
+-- With -v schema=NAME it describes the objects of another schema instead, and nothing of the
+-- extension's (the 0.1.0 → 0.2.0 update builds the schema `maintenance` of a DBA's own, which is
+-- compared with the one examples/maintenance/maintenance.sql builds).
+--
 -- Deliberately left out, because they differ by data, not by definition:
 --   * a table's column order (attnum): ALTER TABLE ADD COLUMN appends where CREATE TABLE may
 --     put the column elsewhere, so columns are compared by name;
@@ -23,12 +27,16 @@
 -- Roles are cluster-wide: two databases of one cluster see the same roles, so their lines
 -- (attributes, memberships) only differ when the dumps come from two clusters.
 \set ON_ERROR_STOP 1
+\if :{?schema}
+\else
+\set schema toolgate
+\endif
 -- Every name qualified by its schema, whatever the caller's search_path.
 SET search_path = pg_catalog;
 
 WITH
-ext AS (SELECT e.* FROM pg_extension e WHERE e.extname = 'pg_toolgate'),
-ns AS (SELECT n.oid, n.nspname FROM pg_namespace n WHERE n.nspname = 'toolgate'),
+ext AS (SELECT e.* FROM pg_extension e WHERE e.extname = 'pg_toolgate' AND :'schema' = 'toolgate'),
+ns AS (SELECT n.oid, n.nspname FROM pg_namespace n WHERE n.nspname = :'schema'),
 members AS (
     SELECT d.classid, d.objid, d.objsubid
       FROM pg_depend d JOIN ext ON d.refobjid = ext.oid
@@ -68,6 +76,7 @@ roles AS (
     SELECT r.oid, r.rolname, 'role ' || r.rolname AS obj
       FROM pg_roles r
      WHERE r.rolname IN ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor')
+       AND :'schema' = 'toolgate'
 ),
 -- One line per grantee (and grantor): the privileges it holds, with grant option or not. A NULL
 -- ACL is the owner's default one. Only the extension's own grantees: PUBLIC, the object's owner
@@ -116,7 +125,7 @@ facts(obj, fact, val) AS (
     SELECT 'extension pg_toolgate', 'member', pg_describe_object(m.classid, m.objid, m.objsubid) FROM members m
     UNION ALL
     -- Everything in the schema, member or not (a member elsewhere is in the list above).
-    SELECT 'schema toolgate', 'holds', pg_describe_object(o.classid, o.objid, 0)
+    SELECT 'schema ' || :'schema', 'holds', pg_describe_object(o.classid, o.objid, 0)
            || CASE WHEN EXISTS (SELECT 1 FROM members m WHERE m.classid = o.classid AND m.objid = o.objid)
                    THEN '' ELSE ' (not an extension member)' END
       -- (Indexes are never members: their tables list them.)
@@ -136,7 +145,7 @@ facts(obj, fact, val) AS (
     -- The schema.
     SELECT 'schema ' || n.nspname, 'owner', n.nspowner::regrole::text FROM ns JOIN pg_namespace n ON n.oid = ns.oid
     UNION ALL
-    SELECT 'schema toolgate', 'default privileges',
+    SELECT 'schema ' || :'schema', 'default privileges',
            d.defaclrole::regrole::text || ' ' || d.defaclobjtype::text || ' ' || coalesce(d.defaclacl::text, '')
       FROM pg_default_acl d WHERE d.defaclnamespace IN (SELECT oid FROM ns)
     UNION ALL
@@ -311,6 +320,6 @@ SELECT format('SELECT s.line FROM (SELECT %L || (pg_catalog.to_jsonb(t) - %L::te
   FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid JOIN pg_class c ON c.oid = d.objid
  WHERE e.extname = 'pg_toolgate' AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
    AND d.classid = 'pg_class'::regclass AND c.relkind IN ('r', 'p')
-   AND NOT (c.relname = 'audit_key' AND c.relnamespace = 'toolgate'::regnamespace)
+   AND NOT (c.relname = 'audit_key' AND c.relnamespace = 'toolgate'::regnamespace) AND :'schema' = 'toolgate'
  ORDER BY c.oid::regclass::text COLLATE "C"
 \gexec

@@ -178,7 +178,7 @@ pub fn connection_lost(e: &tokio_postgres::Error) -> bool {
     }
 }
 
-/// A connection of the application's login with the four entry points prepared.
+/// A connection of the application's login with the contract's four entry points prepared.
 pub struct Conn {
     pub client: Client,
     close: Statement,
