@@ -230,7 +230,7 @@ def ratios_of(md_path):
     """A report's version, its date (and commit), and its ratio table: {(ratio, clients): (value, target)}."""
     with open(md_path) as f:
         text = f.read()
-    version = re.search(r"throwaway (PostgreSQL [0-9.]+) cluster", text).group(1)
+    version = re.search(r"throwaway (PostgreSQL [0-9.]+)", text).group(1)
     # "Measured DATE, at commit C," (written by report) or "Measured DATE (published in commit C)".
     measured = re.search(r"^Measured ([0-9-]+)(?:, at commit ([0-9a-f]+),| \(published in commit ([0-9a-f]+)\))?",
                          text, re.M)

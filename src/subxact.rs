@@ -1,6 +1,7 @@
 //! Subtransactions, the pattern PL/pgSQL uses for its exception blocks: `rolled_back` always
 //! rolls back (how `explain_call` runs the real gate and keeps nothing of it); `attempt` keeps
-//! what succeeded (how a DBA's bound function runs: its failure becomes an outcome).
+//! what its caller judges kept (how the DBA's bound functions run: their failure becomes an
+//! outcome, and nothing they wrote stays).
 
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::{pg_sys, PgTryBuilder};
@@ -74,36 +75,47 @@ pub enum Failure<E> {
     Raised(String),
 }
 
-/// Run `f` in a subtransaction kept only when `f` returns `Ok`. A refusal, or an error `f`
-/// raises, rolls it back: nothing `f` wrote stays. A serialization failure, deadlock, lock
-/// timeout, cancel or lack of resources goes on up after the rollback, so the client retries with
-/// the same key; any other error becomes `Failure::Raised` with its SQLSTATE (not its message,
-/// which may quote data).
-pub fn attempt<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<T, Failure<E>> {
+/// Run `f` in a subtransaction. What `f` returns decides whether what it wrote is kept: `undo`
+/// judges it, and a result it judges is rolled back (nothing `f` wrote stays, its locks are
+/// released). An error `f` raises rolls the subtransaction back, then goes on up unless `claimed`
+/// says it is one the caller answers (a DBA's bound function's, not the gate's own); even then a
+/// serialization failure, deadlock, lock timeout, cancel or lack of resources goes on up, so the
+/// client retries with the same key. A claimed error becomes `Failure::Raised` with its SQLSTATE
+/// (not its message, which may quote data).
+pub fn attempt<T, E>(
+    f: impl FnOnce() -> Result<T, E>,
+    undo: impl FnOnce(&Result<T, E>) -> bool,
+    claimed: fn() -> bool,
+) -> Result<T, Failure<E>> {
     let begun = Begun::begin();
     let f = AssertUnwindSafe(f);
     let out = PgTryBuilder::new(move || {
         let f = f;
-        (f.0)().map_err(Failure::Refused)
+        Ok((f.0)())
     })
-    .catch_others(|caught| {
+    .catch_others(move |caught| {
         begun.rollback();
         let code = match &caught {
             CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => sqlstate(e.sql_error_code() as i32),
             CaughtError::RustPanic { .. } => caught.rethrow(),
         };
-        if retry_with_same_key(&code) {
+        if !claimed() || retry_with_same_key(&code) {
             caught.rethrow()
         }
         Err(Failure::Raised(code))
     })
     .execute();
-    match &out {
-        Ok(_) => begun.release(),
-        Err(Failure::Refused(_)) => begun.rollback(),
-        Err(Failure::Raised(_)) => {}
+    match out {
+        Ok(result) => {
+            if undo(&result) {
+                begun.rollback();
+            } else {
+                begun.release();
+            }
+            result.map_err(Failure::Refused)
+        }
+        Err(raised) => Err(raised),
     }
-    out
 }
 
 /// The five characters of a packed SQLSTATE (PostgreSQL's MAKE_SQLSTATE: six bits a character).

@@ -334,8 +334,10 @@ async fn a_full_house_of_the_hardened_login_leaves_the_server_usable() {
             assert_eq!(show(&c, "statement_timeout").await, "15s");
             assert_eq!(show(&c, "idle_in_transaction_session_timeout").await, "30s");
         }
+        // The house stays full while it is built: on a slow machine its first connections would
+        // otherwise reach the role's idle-in-transaction timeout before the last one opens.
         c.batch_execute(
-            "BEGIN; \
+            "SET idle_in_transaction_session_timeout = 0; BEGIN; \
              DO $$ DECLARE rel regclass; BEGIN \
                FOR rel IN SELECT c.oid FROM pg_catalog.pg_class c \
                            WHERE c.relnamespace IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) \

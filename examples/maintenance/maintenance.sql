@@ -115,21 +115,30 @@ CREATE POLICY tenant ON maintenance.close_requests USING (tenant_id = toolgate.c
 -- request_close's target: the order, locked until the call ends. Its state in this ERP's words:
 -- an open order that nobody inspected yet is 'uninspected', not 'open'.
 CREATE FUNCTION maintenance.order_to_close(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id,
                               'state', CASE WHEN w.status = 'open' AND NOT w.inspected THEN 'uninspected'
                                             ELSE w.status END)
       FROM maintenance.work_orders w
      WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id'
        FOR UPDATE
+    INTO result;
+    RETURN result;
+END
 $$;
 
 -- request_close's effect: the order's new status and the close request, in one statement that
 -- checks the state again; NULL if it moved (the gate answers state_not_allowed).
 CREATE FUNCTION maintenance.close_order(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     WITH changed AS (
         UPDATE maintenance.work_orders w SET status = 'close_requested', updated_at = now()
          WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id' AND w.status = 'open' AND w.inspected
@@ -145,14 +154,20 @@ AS $$
                               'summary', 'Close of work order ' || m.order_id || ' requested (ERP request '
                                          || m.request_id || ').')
       FROM made m
+    INTO result;
+    RETURN result;
+END
 $$;
 
 -- request_purchase_part's target: the order, with the part and the cost centre it names, all in
 -- the caller's tenant (one of them missing: NULL, target_not_found). It locks the order and the
 -- cost centre, every row the effect writes, before the gate goes on.
 CREATE FUNCTION maintenance.order_to_buy_for(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id, 'state', w.status,
                               'part', p.name, 'cost_center', c.cost_center)
       FROM maintenance.work_orders w
@@ -160,14 +175,20 @@ AS $$
       JOIN maintenance.cost_centers c ON c.tenant_id = w.tenant_id AND c.cost_center = args->>'cost_center'
      WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id'
        FOR UPDATE OF w, c
+    INTO result;
+    RETURN result;
+END
 $$;
 
 -- Its value: quantity × the catalogue's unit price, drawn on the cost centre, against what its
 -- budget has left; the part's own per-purchase limit is the most this purchase may be worth. The
 -- unit price is also given as a person reads it, for the consent text.
 CREATE FUNCTION maintenance.purchase_value(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('amount', (args->>'quantity')::numeric * p.unit_price,
                               'account', c.cost_center,
                               'available', c.budget - c.spent,
@@ -176,14 +197,20 @@ AS $$
       FROM maintenance.parts p, maintenance.cost_centers c
      WHERE p.tenant_id = ctx->>'tenant' AND p.part_id = args->>'part_id'
        AND c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
+    INTO result;
+    RETURN result;
+END
 $$;
 
 -- Its effect: charge the total the person consented to and record the purchase, in one statement
 -- that takes the amount only if the budget still has it (parallel purchases never overspend, and
 -- `spent <= budget` holds in the table too); NULL when it no longer does.
 CREATE FUNCTION maintenance.buy_part(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     WITH charged AS (
         UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
          WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
@@ -205,16 +232,25 @@ AS $$
                               'summary', 'Purchase ' || m.purchase_id || ' recorded: ' || m.quantity || ' × '
                                          || m.part_id || ' for work order ' || m.order_id || '.')
       FROM made m
+    INTO result;
+    RETURN result;
+END
 $$;
 
 -- read_order's reader: the order as the agent may see it. The note is third-party text;
 -- define_read_tool names it, and the gate returns it marked untrusted.
 CREATE FUNCTION maintenance.order_as_read(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('order_id', w.order_id, 'status', w.status, 'inspected', w.inspected, 'note', w.note)
       FROM maintenance.work_orders w
      WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id'
+    INTO result;
+    RETURN result;
+END
 $$;
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA maintenance FROM PUBLIC;

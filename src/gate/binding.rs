@@ -4,19 +4,21 @@
 //! is `(ctx jsonb, args jsonb) RETURNS jsonb`, SECURITY DEFINER, owned by a role that is not a
 //! superuser, with a pinned search_path, and executable by neither PUBLIC nor the agent: checked
 //! when the tool is defined and again at every use (`toolgate.binding_fault`), so a function
-//! changed later fails closed. The gate runs them in subtransactions: what they raise, or return
-//! out of shape, becomes an outcome, never a half-made effect.
+//! changed later fails closed. The gate runs them inside one subtransaction (`scope`), from the
+//! target's locks to the effect: what they raise, or return out of shape, becomes an outcome,
+//! never a half-made effect.
 
 use pgrx::pg_sys;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::str::FromStr;
 use toolgate_core::outcome::Rule;
 use toolgate_core::proposal;
 use toolgate_core::token::Identity;
 
 use super::{Deny, Step};
+use crate::audit::Audit;
 use crate::config::{cached, Cache};
 use crate::subxact::{self, Failure};
 use crate::{context, spi};
@@ -126,20 +128,81 @@ fn ctx(b: &Binding, args: &Value, extra: &[(&str, &Value)]) -> Value {
     ctx
 }
 
-/// Call `function` with `ctx` and `args` in a subtransaction; `shape` judges what it returned
-/// (inside the subtransaction: a refused shape undoes whatever the function did).
+thread_local! {
+    /// The bound function running now: an error raised inside a scope while it runs is its own.
+    static RUNNING: Cell<Option<&'static str>> = const { Cell::new(None) };
+    /// A bound function's answer was refused in this scope: what it wrote must not stay.
+    static REFUSED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f`, a part of the gate that calls the tool's bound functions, in one subtransaction.
+/// One, not one a function: the rows the target function locks are then changed by the effect
+/// under the same transaction id (a row locked by one subtransaction and updated by another has
+/// PostgreSQL record both as a multixact, a cost on every such call). A bound function that
+/// raises, or whose answer is refused, rolls the whole scope back: nothing it wrote stays, and
+/// neither does what the gate wrote in the scope after the target. An error it raises becomes
+/// `tool_misconfigured` (`effect_failed` from the effect), its SQLSTATE audited; the gate's own
+/// errors, and the ones a client retries, go on up. A refusal of the gate's own (a policy, a
+/// quota, a proposal no longer live) keeps what was written, as any step's refusal does.
+pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Step<T> {
+    let result = scoped(true, || f(&mut *audit));
+    result.map_err(|(deny, step)| match step {
+        // Recorded as the step that called the function would have recorded its refusal.
+        Some(step) => audit.step(step, Err::<(), Deny>(deny)).unwrap_err(),
+        None => deny,
+    })
+}
+
+/// `scope`, rolled back even when `f` succeeds (`keep` false): how a reader runs. An error a
+/// bound function raised comes back with the step it belongs to.
+fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<&'static str>)> {
+    let outer = (RUNNING.replace(None), REFUSED.replace(false));
+    let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
+    let running = RUNNING.replace(outer.0);
+    REFUSED.set(outer.1);
+    out.map_err(|failure| match failure {
+        Failure::Refused(deny) => (deny, None),
+        Failure::Raised(sqlstate) => {
+            let function = running.unwrap_or("binding");
+            let (rule, step) = match function {
+                "effect" => (Rule::EffectFailed, "effect"),
+                "value" => (Rule::ToolMisconfigured, "domain"),
+                _ => (Rule::ToolMisconfigured, "authorization"),
+            };
+            let detail = json!({"function": function, "reason": "raised", "sqlstate": sqlstate});
+            (Deny::because(rule, detail), Some(step))
+        }
+    })
+}
+
+/// Forget that an answer was refused in this scope: the target `confirm` locks before the
+/// proposal is decided for, whose verdict the later call gives again (see `domain`).
+pub fn forget_refusal() {
+    REFUSED.set(false);
+}
+
+/// Call `function` (the tool's `name` function) with `ctx` and `args`, inside a scope; `shape`
+/// judges what it returned, and a refused answer rolls the scope back.
 fn invoke<T>(
     function: pg_sys::Oid,
+    name: &'static str,
     ctx: &Value,
     args: &Value,
-    shape: impl FnOnce(Option<Value>) -> Result<T, Deny>,
-) -> Result<T, Failure<Deny>> {
-    subxact::attempt(|| shape(call(function, ctx, args)))
+    shape: impl FnOnce(Option<Value>) -> Step<T>,
+) -> Step<T> {
+    RUNNING.set(Some(name));
+    let answer = call(function, ctx, args);
+    RUNNING.set(None);
+    let judged = shape(answer);
+    if judged.is_err() {
+        REFUSED.set(true);
+    }
+    judged
 }
 
 /// `function(ctx, args)` through the function manager, as the executor calls a function: its
 /// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
-/// comes back as `None`; an error it raises goes on up (to `invoke`'s subtransaction).
+/// comes back as `None`; an error it raises goes on up (to the scope's subtransaction).
 fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
     use pgrx::{FromDatum, IntoDatum, JsonB};
     let datum = |v: &Value| pg_sys::NullableDatum {
@@ -184,7 +247,7 @@ fn decimal(v: Option<&Value>) -> Option<Decimal> {
 /// `target_not_found`; so is a target of another tenant, whatever the function did.
 pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
     check(b)?;
-    let found = invoke(b.target, &ctx(b, args, &[]), args, |out| {
+    invoke(b.target, "target", &ctx(b, args, &[]), args, |out| {
         let Some(found) = out.filter(|v| !v.is_null()) else {
             return Err(Deny::new(Rule::TargetNotFound));
         };
@@ -197,14 +260,13 @@ pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
             (Some(_), Some(_)) => Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"}))),
             _ => Err(misconfigured("target", "must return an object with \"id\" and \"tenant\"")),
         }
-    });
-    found.map_err(|f| failed(f, "target", Rule::ToolMisconfigured))
+    })
 }
 
 /// Step 5's value, when the tool has a value function.
 pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>> {
     let Some(function) = b.value else { return Ok(None) };
-    let said = invoke(function, &ctx(b, args, &[("target", &target.found)]), args, |out| {
+    let said = invoke(function, "value", &ctx(b, args, &[("target", &target.found)]), args, |out| {
         let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
         let amount =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
@@ -218,7 +280,7 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
         let limit = optional("limit")?;
         Ok(Valued { amount, account: said.get("account").and_then(text_of), available, limit, said })
     });
-    said.map(Some).map_err(|f| failed(f, "value", Rule::ToolMisconfigured))
+    said.map(Some)
 }
 
 /// Step 8's effect. NULL means the state moved under the call (`state_not_allowed`); anything
@@ -226,29 +288,17 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
 pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<(Value, String)> {
     let value = valued.map(|v| v.said.clone()).unwrap_or(Value::Null);
     let ctx = ctx(b, args, &[("target", &target.found), ("value", &value)]);
-    let done = invoke(b.effect, &ctx, args, |out| match out {
+    let result = invoke(b.effect, "effect", &ctx, args, |out| match out {
         None | Some(Value::Null) => Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"}))),
         Some(result) if result.is_object() => Ok(result),
         Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
-    });
-    let result = done.map_err(|f| failed(f, "effect", Rule::EffectFailed))?;
+    })?;
     let summary = result
         .get("summary")
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| format!("{} applied to {}.", b.tool, proposal::quoted(&target.id)));
     Ok((result, summary))
-}
-
-/// An exception from a bound function: its SQLSTATE is audited, never its message (it may quote
-/// data).
-fn failed(f: Failure<Deny>, function: &str, rule: Rule) -> Deny {
-    match f {
-        Failure::Refused(deny) => deny,
-        Failure::Raised(sqlstate) => {
-            Deny::because(rule, json!({"function": function, "reason": "raised", "sqlstate": sqlstate}))
-        }
-    }
 }
 
 /// A field of a bound function's answer as a consent text shows it (before quoting).
@@ -364,20 +414,20 @@ pub fn reader(tool: &str) -> Option<Reader> {
 }
 
 /// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how
-/// many were. NULL is `target_not_found`. Nothing the reader writes is kept: its subtransaction
-/// is rolled back whatever happens, after its answer is read.
+/// many were. NULL is `target_not_found`. Nothing the reader writes is kept: its scope is rolled
+/// back whatever happens, after its answer is read.
 pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     check_tool(&r.tool)?;
     let c = context::get();
     let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "roles": c.roles, "tool": r.tool});
-    let answered = subxact::rolled_back(|| {
-        invoke(r.reader, &ctx, args, |out| match out {
+    let mut value = scoped(false, || {
+        invoke(r.reader, "reader", &ctx, args, |out| match out {
             None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
             Some(v) if v.is_object() || v.is_array() => Ok(v),
             Some(_) => Err(misconfigured("reader", "must return an object or an array")),
         })
-    });
-    let mut value = answered.map_err(|f| failed(f, "reader", Rule::ToolMisconfigured))?;
+    })
+    .map_err(|(deny, _)| deny)?;
     let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
     Ok((value, marked))
 }

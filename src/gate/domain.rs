@@ -69,6 +69,8 @@ pub fn lock_proposal_target(who: &Identity, proposal_id: &str) {
         if let Some(binding) = binding::of(&tool) {
             let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
             let _ = binding::target(&binding, who, &args);
+            // Its verdict is the later call's: a refusal here must not undo the steps in between.
+            binding::forget_refusal();
         }
     }
 }

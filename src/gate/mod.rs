@@ -117,11 +117,41 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
         Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay()),
         Reservation::Owned => {}
     }
-    let decided = decide(&who, conversation, call.tool, &args, &key, audit);
-    if decided.is_err() {
-        idempotency::release(&key);
+    // Steps 4 to 8 in one subtransaction: the ERP's rows the target locks, the effect changes.
+    match binding::scope(audit, |audit| decide(&who, conversation, call.tool, &args, &key, audit)) {
+        Ok(decided) => Ok(decided.settle()),
+        Err(deny) => {
+            idempotency::release(&key);
+            Err(deny)
+        }
     }
-    decided
+}
+
+/// What the steps in a scope came to: the reply, and the key it settles when it is final.
+struct Decided {
+    reply: Reply,
+    /// Tenant, tool and idempotency key.
+    settles: Option<(String, String, String)>,
+}
+
+impl Decided {
+    /// A reply that settles no key: a proposal (its key stays pending) or a replay.
+    fn reply(reply: Reply) -> Decided {
+        Decided { reply, settles: None }
+    }
+
+    fn settling(reply: Reply, tenant: &str, tool: &str, key: &str) -> Decided {
+        Decided { reply, settles: Some((tenant.to_string(), tool.to_string(), key.to_string())) }
+    }
+
+    /// Settle the key in the caller's transaction itself, after the scope: the ledger row's
+    /// transaction is then the call's (the load check matches effects to calls by it).
+    fn settle(self) -> Reply {
+        if let Some((tenant, tool, key)) = &self.settles {
+            idempotency::settle(tenant, tool, key, &self.reply);
+        }
+        self.reply
+    }
 }
 
 /// Steps 4 to 8 for a call that owns its idempotency key.
@@ -132,7 +162,7 @@ fn decide(
     args: &contract::Checked,
     key: &idempotency::Key,
     audit: &mut Audit,
-) -> Step<Reply> {
+) -> Step<Decided> {
     // 4. Authorization: kill switch, policy row, role, then the target in the caller's tenant.
     let authorized = authorization::authorize(who, tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
@@ -159,7 +189,7 @@ fn decide(
         audit.note("tier", json!(tier));
         audit.proposal(&view.id);
         idempotency::pend(key, &view.id);
-        return Ok(Reply::needs_confirmation(view));
+        return Ok(Decided::reply(Reply::needs_confirmation(view)));
     }
 
     // 8. Effect: tier 0 applies at once. If the state moved under it, the quota is given back.
@@ -168,9 +198,7 @@ fn decide(
         quota::refund(&who.tenant, conversation, tool);
     }
     let (result, summary) = audit.step("effect", applied)?;
-    let reply = Reply::succeeded(result, summary);
-    idempotency::settle(&key.tenant, tool, &key.key, &reply);
-    Ok(reply)
+    Ok(Decided::settling(Reply::succeeded(result, summary), &key.tenant, tool, &key.key))
 }
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
@@ -185,24 +213,29 @@ pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>) -
 fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, audit: &mut Audit) -> Step<Reply> {
     let who = identify(audit, identity_token)?;
     let answer = audit.step("confirmation", confirmation::verify_token(confirmation_token, &who))?;
-    let p = audit.step("confirmation", confirmation::load(&who, &answer.proposal))?;
+    // From the target's locks (taken before the proposal's) to the effect, one subtransaction.
+    binding::scope(audit, |audit| decide_proposal(&who, &answer, audit)).map(Decided::settle)
+}
+
+/// A verified answer to a proposal: the proposal locked and judged, then steps 4 and 5 again and
+/// the effect.
+fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, audit: &mut Audit) -> Step<Decided> {
+    let p = audit.step("confirmation", confirmation::load(who, &answer.proposal))?;
     audit.tool(&p.tool);
     audit.conversation(&p.conversation);
     audit.target(&p.target);
     audit.proposal(&p.id);
     context::converse(&p.conversation);
     context::proposal(&p.id);
-    let judged = confirmation::judge(&p, &who, &answer);
+    let judged = confirmation::judge(&p, who, answer);
     if judged.is_err() {
         confirmation::expire(&p);
     }
     match audit.step("confirmation", judged)? {
-        Answer::Replay(reply) => return Ok(reply.replay()),
+        Answer::Replay(reply) => return Ok(Decided::reply(reply.replay())),
         Answer::Declined => {
             confirmation::decide(&p, "declined");
-            let reply = Reply::denied(Rule::HumanDeclined);
-            idempotency::settle(&who.tenant, &p.tool, &p.key, &reply);
-            return Ok(reply);
+            return Ok(Decided::settling(Reply::denied(Rule::HumanDeclined), &who.tenant, &p.tool, &p.key));
         }
         Answer::Approved => {}
     }
@@ -215,9 +248,9 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
         value: p.args.clone(),
     };
     audit.args(Some(digest::args_hmac(&crate::audit::hmac_key(), &p.args)), Some(p.schema_version));
-    let authorized = authorization::authorize(&who, &p.tool, args.sensitive, audit);
+    let authorized = authorization::authorize(who, &p.tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
-    let target = audit.step("authorization", domain::target(&who, &p.tool, &args))?;
+    let target = audit.step("authorization", domain::target(who, &p.tool, &args))?;
     let intent = audit.step("domain", domain::check(&args, &policy, &target))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
@@ -233,9 +266,7 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
 
     let (result, summary) = audit.step("effect", effect::apply(&intent))?;
     confirmation::decide(&p, "applied");
-    let reply = Reply::succeeded(result, summary);
-    idempotency::settle(&who.tenant, &p.tool, &p.key, &reply);
-    Ok(reply)
+    Ok(Decided::settling(Reply::succeeded(result, summary), &who.tenant, &p.tool, &p.key))
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

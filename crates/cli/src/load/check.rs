@@ -37,7 +37,7 @@ async fn upload(root: &Client, calls: &[Call]) -> Result<()> {
          CREATE OR REPLACE TEMP VIEW load_audit AS
              SELECT audit_id, xmin::text::bigint AS x, kind, outcome, coalesce(rule, '') AS rule, replayed
                FROM toolgate.audit;
-         -- The ERP's rows are written in the effect's subtransaction, whose id is not the call's:
+         -- The ERP's rows are written in the bound functions' subtransaction, whose id is not the call's:
          -- an effect's transaction is the one that settled its key in the ledger (no row there:
          -- no call's, x NULL).
          CREATE OR REPLACE TEMP VIEW load_effects AS
