@@ -146,7 +146,7 @@ impl Audit {
     /// Write the row, and for a denial the LOG line, in the caller's transaction.
     pub fn record(&self, reply: &Reply) {
         let rule = reply.rule.map(|r| r.as_str());
-        let detail = Value::Object(self.detail.clone()).to_string();
+        let detail = crate::jsonb::arg(&Value::Object(self.detail.clone()));
         let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         spi::run(
             "INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, \
@@ -165,7 +165,7 @@ impl Audit {
                 reply.outcome.as_str().into(),
                 rule.into(),
                 reply.replayed.into(),
-                detail.into(),
+                detail,
                 self.args_hmac.clone().into(),
                 self.schema_version.into(),
                 self.policy_version.into(),

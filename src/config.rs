@@ -70,13 +70,19 @@ pub fn begin_call() {
         }
         REGISTERED.set(true);
     }
-    unsafe { pg_sys::AcceptInvalidationMessages() };
+    take_invalidations();
     let schema = spi::schema_oid();
     if WATCHED.with_borrow(|(oid, _)| *oid != schema) {
         let oids = TABLES.iter().map(|t| unsafe { pg_sys::get_relname_relid(t.as_ptr(), schema) }).collect();
         WATCHED.set((schema, oids));
         GENERATION.set(GENERATION.get().wrapping_add(1));
     }
+}
+
+/// Take the invalidations sent since the last were taken: a change committed meanwhile clears
+/// the caches (cheap when none came: a look at a shared counter).
+pub fn take_invalidations() {
+    unsafe { pg_sys::AcceptInvalidationMessages() };
 }
 
 /// A per-backend cache of one kind of configuration row.

@@ -32,6 +32,7 @@ pub struct Held;
 impl Held {
     pub fn start() -> Held {
         CURRENT.set(Context::default());
+        crate::jsonb::begin_call();
         Held
     }
 }
@@ -39,6 +40,7 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         CURRENT.set(Context::default());
+        crate::jsonb::end_call();
     }
 }
 

@@ -16,6 +16,7 @@ use toolgate_core::token;
 
 use crate::error::{AdminError, GateError};
 use crate::gate::{self, Call};
+use crate::jsonb::Jsonb;
 use crate::{audit, subxact};
 
 /// A `jsonb` argument as its text. The gate parses it itself, so that a number Rust cannot hold
@@ -92,17 +93,17 @@ fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
     }
 }
 
-fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> JsonB {
+fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> Jsonb {
     guarded(tool, || {
         let (args, oversize) = rendered(&args);
         let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize });
-        JsonB(reply.to_json())
+        Jsonb::of(&reply.to_json())
     })
 }
 
 /// Any write tool a DBA defined (`toolgate.define_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
+fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
     // The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
     let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
     write_call(tool, identity, conversation_id, args)
@@ -110,17 +111,17 @@ fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str
 
 /// Any read tool a DBA defined (`toolgate.define_read_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> JsonB {
+fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
     let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
     guarded(tool, || {
         let (args, oversize) = rendered(&args);
-        JsonB(gate::read(identity, tool, args, oversize).to_json())
+        Jsonb::of(&gate::read(identity, tool, args, oversize).to_json())
     })
 }
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> JsonB {
-    guarded("confirm", || JsonB(gate::confirm(identity, confirmation).to_json()))
+fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
+    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the

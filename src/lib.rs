@@ -46,6 +46,7 @@ mod context;
 mod entry;
 mod error;
 mod gate;
+mod jsonb;
 mod spi;
 mod subxact;
 

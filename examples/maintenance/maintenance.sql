@@ -118,44 +118,41 @@ CREATE FUNCTION maintenance.order_to_close(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    w maintenance.work_orders;
 BEGIN
-    SELECT jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id,
+    SELECT * INTO w FROM maintenance.work_orders
+     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id'
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id,
                               'state', CASE WHEN w.status = 'open' AND NOT w.inspected THEN 'uninspected'
-                                            ELSE w.status END)
-      FROM maintenance.work_orders w
-     WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id'
-       FOR UPDATE
-    INTO result;
-    RETURN result;
+                                            ELSE w.status END);
 END
 $$;
 
--- request_close's effect: the order's new status and the close request, in one statement that
--- checks the state again; NULL if it moved (the gate answers state_not_allowed).
+-- request_close's effect: the order's new status, only if it is still open and inspected (NULL if
+-- it moved: the gate answers state_not_allowed), then the close request. An error in either
+-- statement leaves nothing of the other: the gate runs its bound functions in a subtransaction.
 CREATE FUNCTION maintenance.close_order(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    request uuid;
 BEGIN
-    WITH changed AS (
-        UPDATE maintenance.work_orders w SET status = 'close_requested', updated_at = now()
-         WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id' AND w.status = 'open' AND w.inspected
-        RETURNING w.tenant_id, w.order_id
-    ), made AS (
-        INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-        SELECT c.tenant_id, c.order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key',
-               (ctx->>'proposal_id')::uuid
-          FROM changed c
-        RETURNING request_id, order_id
-    )
-    SELECT jsonb_build_object('order_id', m.order_id, 'status', 'close_requested', 'request_id', m.request_id,
-                              'summary', 'Close of work order ' || m.order_id || ' requested (ERP request '
-                                         || m.request_id || ').')
-      FROM made m
-    INTO result;
-    RETURN result;
+    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
+     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', args->>'order_id', args->>'reason', ctx->>'actor', ctx->>'idempotency_key',
+            (ctx->>'proposal_id')::uuid)
+    RETURNING request_id INTO request;
+    RETURN jsonb_build_object('order_id', args->>'order_id', 'status', 'close_requested', 'request_id', request,
+                              'summary', 'Close of work order ' || (args->>'order_id') || ' requested (ERP request '
+                                         || request || ').');
 END
 $$;
 
@@ -202,38 +199,34 @@ BEGIN
 END
 $$;
 
--- Its effect: charge the total the person consented to and record the purchase, in one statement
--- that takes the amount only if the budget still has it (parallel purchases never overspend, and
--- `spent <= budget` holds in the table too); NULL when it no longer does.
+-- Its effect: charge the total the person consented to, in a statement that takes the amount only
+-- if the budget still has it (parallel purchases never overspend, and `spent <= budget` holds in
+-- the table too; NULL when it no longer does), then record the purchase.
 CREATE FUNCTION maintenance.buy_part(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    left_after numeric;
+    p maintenance.purchases;
 BEGIN
-    WITH charged AS (
-        UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
-         WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
+    UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
+     WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after
-    ), made AS (
-        INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
-                                           requested_by, idempotency_key, proposal_id)
-        SELECT ch.tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-               (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-               ch.cost_center,
-               ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-          FROM charged ch
-        RETURNING purchase_id, order_id, part_id, quantity, unit_price, total, cost_center
-    )
-    SELECT jsonb_build_object('purchase_id', m.purchase_id, 'order_id', m.order_id, 'part_id', m.part_id,
-                              'quantity', m.quantity, 'unit_price', m.unit_price::text, 'total', m.total::text,
-                              'cost_center', m.cost_center, 'budget_left', (SELECT left_after::text FROM charged),
-                              'summary', 'Purchase ' || m.purchase_id || ' recorded: ' || m.quantity || ' × '
-                                         || m.part_id || ' for work order ' || m.order_id || '.')
-      FROM made m
-    INTO result;
-    RETURN result;
+    RETURNING c.budget - c.spent INTO left_after;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
+                                       requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+            (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+            args->>'cost_center', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
+    RETURNING * INTO p;
+    RETURN jsonb_build_object('purchase_id', p.purchase_id, 'order_id', p.order_id, 'part_id', p.part_id,
+                              'quantity', p.quantity, 'unit_price', p.unit_price::text, 'total', p.total::text,
+                              'cost_center', p.cost_center, 'budget_left', left_after::text,
+                              'summary', 'Purchase ' || p.purchase_id || ' recorded: ' || p.quantity || ' × '
+                                         || p.part_id || ' for work order ' || p.order_id || '.');
 END
 $$;
 

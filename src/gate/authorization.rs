@@ -39,10 +39,19 @@ macro_rules! writes_enabled_sql {
     };
 }
 
-/// Writes are on for `tool`, read now (not from the cache) under the newest committed state.
+thread_local! {
+    static SWITCHES: RefCell<Cache<String, bool>> = RefCell::new(Cache::new());
+}
+
+/// Writes are on for `tool`, as the newest committed state says now, not as the call found them
+/// when it began: the invalidations sent since are taken first (every change to a switch sends
+/// one when it commits), and a switch read again under the newest committed state if any came.
 pub fn writes_enabled(tool: &str) -> bool {
-    spi::latest(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1))
-        .unwrap_or(false)
+    crate::config::take_invalidations();
+    cached(&SWITCHES, tool.to_string(), || {
+        spi::latest(concat!("SELECT ", writes_enabled_sql!("$1")), &[tool.into()], |r| spi::col::<bool>(r, 1))
+            .unwrap_or(false)
+    })
 }
 
 #[derive(Clone)]

@@ -204,11 +204,7 @@ fn invoke<T>(
 /// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
 /// comes back as `None`; an error it raises goes on up (to the scope's subtransaction).
 fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
-    use pgrx::{FromDatum, IntoDatum, JsonB};
-    let datum = |v: &Value| pg_sys::NullableDatum {
-        value: JsonB(v.clone()).into_datum().expect("a jsonb is never NULL"),
-        isnull: false,
-    };
+    let datum = |value| pg_sys::NullableDatum { value, isnull: false };
     unsafe {
         let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
         pg_sys::fmgr_info(function, flinfo);
@@ -219,14 +215,15 @@ fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
         (*fcinfo).nargs = 2;
         (*fcinfo).fncollation = pg_sys::InvalidOid;
         let slots = (*fcinfo).args.as_mut_slice(2);
-        slots[0] = datum(ctx);
-        slots[1] = datum(args);
+        slots[0] = datum(crate::jsonb::datum(ctx));
+        // The same arguments for each function of the call: one datum.
+        slots[1] = datum(crate::jsonb::shared(args));
         let address = (*flinfo).fn_addr.expect("fmgr_info sets the function's address");
         let result = pg_sys::ffi::pg_guard_ffi_boundary(|| address(fcinfo));
         if (*fcinfo).isnull {
             return None;
         }
-        JsonB::from_polymorphic_datum(result, false, pg_sys::JSONBOID).map(|j| j.0)
+        Some(crate::jsonb::value(result))
     }
 }
 
