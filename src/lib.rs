@@ -185,6 +185,46 @@ mod tests {
         );
     }
 
+    /// `jsonb::datum` makes the jsonb that `jsonb_in` makes of the value's text (equal, and of the
+    /// same size), and `jsonb::value` reads it back to an equal value.
+    #[pg_test]
+    fn jsonb_made_without_text_is_the_one_jsonb_in_makes() {
+        let number = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        let values = [
+            json!({}),
+            json!([]),
+            json!(null),
+            json!(true),
+            json!("plain"),
+            json!("ã \"quoted\" \\ \u{1F600} \n"),
+            json!(0),
+            json!(-12.5),
+            number("1e400"),
+            number("-0.000000000000000000000000000001"),
+            number("12345678901234567890.123456789012345678901234567890"),
+            json!({"b": 1, "a": [1, "x", {"cc": null, "c": false}], "longer key": {}, "": ""}),
+            json!([[], {}, [[1]], "s", {"k": [true, null]}]),
+        ];
+        for v in values {
+            let made = crate::jsonb::datum(&v);
+            let arg = || unsafe { pgrx::datum::DatumWithOid::new(made, pg_sys::JSONBOID) };
+            let same = Spi::get_one_with_args::<bool>(
+                "SELECT $1 = $2::jsonb AND pg_column_size($1) = pg_column_size($2::jsonb)",
+                &[arg(), v.to_string().into()],
+            );
+            assert_eq!(same, Ok(Some(true)), "{v}");
+            let back = unsafe { crate::jsonb::value(made) };
+            let round = Spi::get_one_with_args::<bool>("SELECT $1 = $2", &[arg(), crate::jsonb::arg(&back)]);
+            assert_eq!(round, Ok(Some(true)), "{v} read back as {back}");
+        }
+    }
+
+    /// A string no jsonb can hold goes through `jsonb_in`, which refuses it as it always did.
+    #[pg_test(error = "unsupported Unicode escape sequence")]
+    fn jsonb_of_a_nul_is_refused_by_jsonb_in() {
+        crate::jsonb::datum(&json!({"k": "a\u{0}b"}));
+    }
+
     #[pg_test]
     fn caller_inside_security_definer_is_the_role_set_role_left() {
         Spi::run(
