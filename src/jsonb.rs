@@ -256,8 +256,14 @@ unsafe impl pgrx::callconv::BoxRet for Jsonb {
 
 pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(Jsonb, "jsonb");
 
-/// `v` as a jsonb argument of a statement (`spi`), made once a call (`shared`).
+/// `v` as a jsonb argument of a statement (`spi`).
 pub fn arg(v: &Value) -> pgrx::datum::DatumWithOid<'static> {
+    // SAFETY: a jsonb datum, with jsonb's type.
+    unsafe { pgrx::datum::DatumWithOid::new(Jsonb(datum(v)), pg_sys::JSONBOID) }
+}
+
+/// `arg`, of a value the call hands on more than once (its arguments, its reply): `shared`.
+pub fn shared_arg(v: &Value) -> pgrx::datum::DatumWithOid<'static> {
     // SAFETY: a jsonb datum, with jsonb's type.
     unsafe { pgrx::datum::DatumWithOid::new(Jsonb(shared(v)), pg_sys::JSONBOID) }
 }

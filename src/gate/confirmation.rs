@@ -59,7 +59,7 @@ pub fn propose(
             who.sub.clone().into(),
             tool.into(),
             intent.target().into(),
-            crate::jsonb::arg(&args.value),
+            crate::jsonb::shared_arg(&args.value),
             args.digest.clone().into(),
             args.str("idempotency_key").into(),
             text.clone().into(),
