@@ -85,6 +85,12 @@ pub fn take_invalidations() {
     unsafe { pg_sys::AcceptInvalidationMessages() };
 }
 
+/// Bumped whenever the caches of configuration rows are dropped: for caches of another shape
+/// (`binding`'s function lookups) that must be dropped with them.
+pub fn generation() -> u64 {
+    GENERATION.get()
+}
+
 /// A per-backend cache of one kind of configuration row.
 pub struct Cache<K, V> {
     generation: u64,

@@ -32,7 +32,6 @@ pub struct Held;
 impl Held {
     pub fn start() -> Held {
         CURRENT.set(Context::default());
-        crate::jsonb::begin_call();
         Held
     }
 }
@@ -40,7 +39,6 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         CURRENT.set(Context::default());
-        crate::jsonb::end_call();
     }
 }
 
@@ -64,8 +62,9 @@ pub fn proposal(id: &str) {
     CURRENT.with_borrow_mut(|c| c.proposal = Some(id.to_string()));
 }
 
-pub fn get() -> Context {
-    CURRENT.with_borrow(Context::clone)
+/// `f` of the context, borrowed.
+pub fn with<T>(f: impl FnOnce(&Context) -> T) -> T {
+    CURRENT.with_borrow(f)
 }
 
 /// The tenant of the call in progress, as its identity token proves it; NULL outside a call.

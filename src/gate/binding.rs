@@ -115,17 +115,24 @@ fn fault_of(tool: &str) -> Option<String> {
     .flatten()
 }
 
-/// The context every bound function receives: the verified call, never the arguments' word.
-fn ctx(b: &Binding, args: &Value, extra: &[(&str, &Value)]) -> Value {
-    let c = context::get();
-    let mut ctx = json!({
-        "tenant": c.tenant, "actor": c.actor, "role": c.role, "roles": c.roles, "conversation": c.conversation,
-        "tool": b.tool, "idempotency_key": args.get("idempotency_key"), "proposal_id": c.proposal,
-    });
-    for (k, v) in extra {
-        ctx[*k] = (*v).clone();
-    }
-    ctx
+/// The context every bound function receives, as its jsonb: the verified call, never the
+/// arguments' word (but for the key the call is retried with), and what the steps before found.
+fn ctx(b: &Binding, args: &Value, extra: &[(&str, Option<&Value>)]) -> pg_sys::Datum {
+    use toolgate_core::jsonb::Member::{Str, Strs, Value as Of};
+    context::with(|c| {
+        let mut members = vec![
+            ("tenant", Str(c.tenant.as_deref())),
+            ("actor", Str(c.actor.as_deref())),
+            ("role", Str(c.role.as_deref())),
+            ("roles", Strs(&c.roles)),
+            ("conversation", Str(c.conversation.as_deref())),
+            ("tool", Str(Some(&b.tool))),
+            ("idempotency_key", args.get("idempotency_key").map_or(Str(None), Of)),
+            ("proposal_id", Str(c.proposal.as_deref())),
+        ];
+        members.extend(extra.iter().map(|(k, v)| (*k, v.map_or(Str(None), Of))));
+        crate::jsonb::object(&members)
+    })
 }
 
 thread_local! {
@@ -176,9 +183,14 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
 }
 
 /// Forget that an answer was refused in this scope: the target `confirm` locks before the
-/// proposal is decided for, whose verdict the later call gives again (see `domain`).
+/// proposal is decided for, whose verdict is given later (`domain::judged`).
 pub fn forget_refusal() {
     REFUSED.set(false);
+}
+
+/// The refused answer forgotten earlier is given now: the scope rolls back as if it came now.
+pub fn remember_refusal() {
+    REFUSED.set(true);
 }
 
 /// Call `function` (the tool's `name` function) with `ctx` and `args`, inside a scope; `shape`
@@ -186,7 +198,7 @@ pub fn forget_refusal() {
 fn invoke<T>(
     function: pg_sys::Oid,
     name: &'static str,
-    ctx: &Value,
+    ctx: pg_sys::Datum,
     args: &Value,
     shape: impl FnOnce(Option<Value>) -> Step<T>,
 ) -> Step<T> {
@@ -200,14 +212,83 @@ fn invoke<T>(
     judged
 }
 
+/// The function manager's lookups of the bound functions (`fmgr_info`), kept across calls in a
+/// memory context of their own, as the executor keeps a function's for the life of a statement:
+/// what SECURITY DEFINER and PL/pgSQL cache in them (the owner, the `SET` clauses, the compiled
+/// body) is then found again instead of being looked up at every call. They are dropped whenever
+/// the caches of configuration rows are (`config`): any change to a function, a role or a
+/// membership, so a function changed since is looked up afresh.
+struct Lookups {
+    generation: u64,
+    memory: pg_sys::MemoryContext,
+    found: Vec<(pg_sys::Oid, *mut pg_sys::FmgrInfo)>,
+}
+
+thread_local! {
+    static LOOKUPS: RefCell<Lookups> =
+        const { RefCell::new(Lookups { generation: u64::MAX, memory: std::ptr::null_mut(), found: Vec::new() }) };
+    /// Bound functions running now (one calls the gate, which calls another): the lookups they
+    /// run under are not dropped until they return.
+    static CALLING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// `function`'s lookup: the kept one, or a new one (kept, unless a bound function is running and
+/// the kept ones are out of date, when it is made in the current memory context).
+fn lookup(function: pg_sys::Oid) -> *mut pg_sys::FmgrInfo {
+    let generation = crate::config::generation();
+    LOOKUPS.with_borrow_mut(|l| unsafe {
+        if l.generation != generation || l.memory.is_null() {
+            if CALLING.get() > 0 {
+                let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
+                pg_sys::fmgr_info(function, flinfo);
+                return flinfo;
+            }
+            if !l.memory.is_null() {
+                pg_sys::MemoryContextDelete(l.memory);
+            }
+            l.found.clear();
+            l.memory = pg_sys::AllocSetContextCreateInternal(
+                pg_sys::TopMemoryContext,
+                c"toolgate bound functions".as_ptr(),
+                0,
+                1024,
+                8192,
+            );
+            l.generation = generation;
+        }
+        if let Some(&(_, flinfo)) = l.found.iter().find(|(oid, _)| *oid == function) {
+            return flinfo;
+        }
+        let flinfo = pg_sys::MemoryContextAllocZero(l.memory, std::mem::size_of::<pg_sys::FmgrInfo>()).cast();
+        pg_sys::fmgr_info_cxt(function, flinfo, l.memory);
+        l.found.push((function, flinfo));
+        flinfo
+    })
+}
+
+/// A bound function runs while this lives (however its call ends).
+struct Calling;
+
+impl Calling {
+    fn start() -> Calling {
+        CALLING.set(CALLING.get() + 1);
+        Calling
+    }
+}
+
+impl Drop for Calling {
+    fn drop(&mut self) {
+        CALLING.set(CALLING.get() - 1);
+    }
+}
+
 /// `function(ctx, args)` through the function manager, as the executor calls a function: its
 /// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
 /// comes back as `None`; an error it raises goes on up (to the scope's subtransaction).
-fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
+fn call(function: pg_sys::Oid, ctx: pg_sys::Datum, args: &Value) -> Option<Value> {
     let datum = |value| pg_sys::NullableDatum { value, isnull: false };
     unsafe {
-        let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
-        pg_sys::fmgr_info(function, flinfo);
+        let flinfo = lookup(function);
         let size =
             std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>() + 2 * std::mem::size_of::<pg_sys::NullableDatum>();
         let fcinfo = pg_sys::palloc0(size).cast::<pg_sys::FunctionCallInfoBaseData>();
@@ -215,11 +296,12 @@ fn call(function: pg_sys::Oid, ctx: &Value, args: &Value) -> Option<Value> {
         (*fcinfo).nargs = 2;
         (*fcinfo).fncollation = pg_sys::InvalidOid;
         let slots = (*fcinfo).args.as_mut_slice(2);
-        slots[0] = datum(crate::jsonb::datum(ctx));
-        // The same arguments for each function of the call: one datum.
-        slots[1] = datum(crate::jsonb::shared(args));
+        slots[0] = datum(ctx);
+        slots[1] = datum(crate::jsonb::datum(args));
         let address = (*flinfo).fn_addr.expect("fmgr_info sets the function's address");
+        let calling = Calling::start();
         let result = pg_sys::ffi::pg_guard_ffi_boundary(|| address(fcinfo));
+        drop(calling);
         if (*fcinfo).isnull {
             return None;
         }
@@ -244,7 +326,7 @@ fn decimal(v: Option<&Value>) -> Option<Decimal> {
 /// `target_not_found`; so is a target of another tenant, whatever the function did.
 pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
     check(b)?;
-    invoke(b.target, "target", &ctx(b, args, &[]), args, |out| {
+    invoke(b.target, "target", ctx(b, args, &[]), args, |out| {
         let Some(found) = out.filter(|v| !v.is_null()) else {
             return Err(Deny::new(Rule::TargetNotFound));
         };
@@ -263,7 +345,7 @@ pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
 /// Step 5's value, when the tool has a value function.
 pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>> {
     let Some(function) = b.value else { return Ok(None) };
-    let said = invoke(function, "value", &ctx(b, args, &[("target", &target.found)]), args, |out| {
+    let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
         let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
         let amount =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
@@ -283,9 +365,8 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
 /// Step 8's effect. NULL means the state moved under the call (`state_not_allowed`); anything
 /// but an object, or an exception, is `effect_failed` and leaves nothing of the effect.
 pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<(Value, String)> {
-    let value = valued.map(|v| v.said.clone()).unwrap_or(Value::Null);
-    let ctx = ctx(b, args, &[("target", &target.found), ("value", &value)]);
-    let result = invoke(b.effect, "effect", &ctx, args, |out| match out {
+    let ctx = ctx(b, args, &[("target", Some(&target.found)), ("value", valued.map(|v| &v.said))]);
+    let result = invoke(b.effect, "effect", ctx, args, |out| match out {
         None | Some(Value::Null) => Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"}))),
         Some(result) if result.is_object() => Ok(result),
         Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
@@ -415,10 +496,18 @@ pub fn reader(tool: &str) -> Option<Reader> {
 /// back whatever happens, after its answer is read.
 pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     check_tool(&r.tool)?;
-    let c = context::get();
-    let ctx = json!({"tenant": c.tenant, "actor": c.actor, "role": c.role, "roles": c.roles, "tool": r.tool});
+    let ctx = context::with(|c| {
+        use toolgate_core::jsonb::Member::{Str, Strs};
+        crate::jsonb::object(&[
+            ("tenant", Str(c.tenant.as_deref())),
+            ("actor", Str(c.actor.as_deref())),
+            ("role", Str(c.role.as_deref())),
+            ("roles", Strs(&c.roles)),
+            ("tool", Str(Some(&r.tool))),
+        ])
+    });
     let mut value = scoped(false, || {
-        invoke(r.reader, "reader", &ctx, args, |out| match out {
+        invoke(r.reader, "reader", ctx, args, |out| match out {
             None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
             Some(v) if v.is_object() || v.is_array() => Ok(v),
             Some(_) => Err(misconfigured("reader", "must return an object or an array")),

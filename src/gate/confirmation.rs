@@ -59,7 +59,7 @@ pub fn propose(
             who.sub.clone().into(),
             tool.into(),
             intent.target().into(),
-            crate::jsonb::shared_arg(&args.value),
+            crate::jsonb::arg(&args.value),
             args.digest.clone().into(),
             args.str("idempotency_key").into(),
             text.clone().into(),
@@ -92,6 +92,8 @@ pub struct Stored {
     pub schema_version: i32,
     /// The reply of a decided (applied or declined) proposal; `None` for any other.
     pub settled_reply: Option<String>,
+    /// What the tool's target function found when `load` locked the proposal's target.
+    pub locked_target: Option<Step<domain::Target>>,
 }
 
 /// The confirmation token, verified against a channel key of the caller's tenant.
@@ -106,7 +108,7 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
 pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
-    domain::lock_proposal_target(who, &id);
+    let locked_target = domain::lock_proposal_target(who, &id);
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
@@ -131,10 +133,12 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 created_epoch: spi::col(r, 13)?,
                 schema_version: spi::col(r, 14)?,
                 settled_reply: None,
+                locked_target: None,
             })
         },
     )
     .ok_or_else(not_live)?;
+    stored.locked_target = locked_target;
     // Only a decided proposal replays its reply. A statement of its own, after the lock: joined
     // into the locking one, the ledger would be read as it was before a concurrent confirmation of
     // this proposal committed.

@@ -12,7 +12,7 @@ use super::authorization::Policy;
 use super::binding::{self, Binding};
 use super::contract::Checked;
 use super::{Deny, Step};
-use crate::spi;
+use crate::{context, spi};
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.
 pub struct Target {
@@ -21,14 +21,14 @@ pub struct Target {
 }
 
 /// The change a call asks for: its binding, target, value and clean arguments.
-pub struct Intent {
+pub struct Intent<'a> {
     pub binding: Binding,
     pub target: binding::Target,
     pub valued: Option<binding::Valued>,
-    pub args: Value,
+    pub args: &'a Value,
 }
 
-impl Intent {
+impl Intent<'_> {
     pub fn target(&self) -> &str {
         &self.target.id
     }
@@ -49,7 +49,7 @@ impl Intent {
     /// The text a person must read: target, action, consequence, tenant (and at tier ≥ 2 what
     /// the account has before and after).
     pub fn text(&self, tenant: &str, tier: i32) -> String {
-        binding::text(&self.binding, tenant, &self.args, &self.target, self.valued.as_ref(), tier)
+        binding::text(&self.binding, tenant, self.args, &self.target, self.valued.as_ref(), tier)
     }
 }
 
@@ -57,21 +57,38 @@ impl Intent {
 /// itself: the rows in the order a call takes them (its target in step 4, the conversation's
 /// live proposal in step 7). Taken the other way round, a confirmation holding the proposal and a
 /// new proposal for the same target in its conversation wait for each other until one of them
-/// dies in a deadlock. The tool's target function takes the ERP's locks; its verdict comes later.
-/// Decides nothing: an unknown proposal or target locks nothing, and the steps after it decide.
-pub fn lock_proposal_target(who: &Identity, proposal_id: &str) {
-    let peeked = spi::one(
-        "SELECT tool, args::text FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
+/// dies in a deadlock. The tool's target function takes the ERP's locks, in the context the
+/// confirmation runs in (its conversation and proposal); what it found is the target `confirm`
+/// judges at step 4 (the rows it locked cannot change before the call ends, so it is not asked
+/// twice). Decides nothing: an unknown proposal or an unbound tool locks nothing (`None`), and
+/// the steps after it decide.
+pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Step<Target>> {
+    let (tool, args, conversation) = spi::one(
+        "SELECT tool, args::text, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
         &[proposal_id.into(), who.tenant.clone().into()],
-        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?)),
-    );
-    if let Some((tool, args)) = peeked {
-        if let Some(binding) = binding::of(&tool) {
-            let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
-            let _ = binding::target(&binding, who, &args);
-            // Its verdict is the later call's: a refusal here must not undo the steps in between.
-            binding::forget_refusal();
+        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?, spi::col::<String>(r, 3)?)),
+    )?;
+    let binding = binding::of(&tool)?;
+    context::converse(&conversation);
+    context::proposal(proposal_id);
+    let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
+    let found = binding::target(&binding, who, &args);
+    // Its verdict is step 4's: a refusal here must not undo the steps in between (see `judged`).
+    binding::forget_refusal();
+    Some(found.map(|found| Target { binding, found }))
+}
+
+/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (a
+/// refusal rolls the scope back, as the function's own answer does), or else a lookup now.
+pub fn judged(locked: Option<Step<Target>>, who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
+    match locked {
+        Some(verdict) => {
+            if verdict.is_err() {
+                binding::remember_refusal();
+            }
+            verdict
         }
+        None => target(who, tool, args),
     }
 }
 
@@ -91,14 +108,14 @@ fn money(d: Decimal) -> Value {
 /// The rules, the same for any ERP: the target's state is one the policy row (or else the tool's
 /// definition) allows; the value, if the tool has one, is within what the target allows, the
 /// row's `max_value` and what the account has available.
-pub fn check(args: &Checked, policy: &Policy, target: &Target) -> Step<Intent> {
+pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target) -> Step<Intent<'a>> {
     let Target { binding, found } = target;
     if let Some(allowed) = policy.target_states.as_ref().or(binding.target_states.as_ref()) {
         if !found.state.as_ref().is_some_and(|s| allowed.contains(s)) {
             return Err(Deny::because(Rule::StateNotAllowed, json!({"state": found.state, "needs": allowed})));
         }
     }
-    let valued = binding::value(binding, &args.value, found)?;
+    let valued = binding::value(&binding, &args.value, &found)?;
     if let Some(v) = &valued {
         if let Some(limit) = v.limit.filter(|limit| v.amount > *limit) {
             return Err(Deny::because(Rule::ValueOverLimit, json!({"amount": money(v.amount), "limit": money(limit)})));
@@ -116,7 +133,7 @@ pub fn check(args: &Checked, policy: &Policy, target: &Target) -> Step<Intent> {
             ));
         }
     }
-    Ok(Intent { binding: binding.clone(), target: found.clone(), valued, args: args.value.clone() })
+    Ok(Intent { binding, target: found, valued, args: &args.value })
 }
 
 /// What `explain_call` and the audit may say of a passing domain step.

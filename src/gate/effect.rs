@@ -16,5 +16,5 @@ pub fn apply(intent: &Intent) -> Step<(Value, String)> {
     if !writes_enabled(&intent.binding.tool) {
         return Err(Deny::because(Rule::WriteDisabled, json!({"reason": "turned_off_meanwhile"})));
     }
-    binding::effect(&intent.binding, &intent.args, &intent.target, intent.valued.as_ref())
+    binding::effect(&intent.binding, intent.args, &intent.target, intent.valued.as_ref())
 }

@@ -171,6 +171,6 @@ pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) {
     spi::run(
         "UPDATE toolgate.ledger SET state = 'settled', reply = $4::jsonb, settled_at = pg_catalog.now() \
          WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-        &[tenant.into(), tool.into(), key.into(), crate::jsonb::shared_arg(&stored)],
+        &[tenant.into(), tool.into(), key.into(), crate::jsonb::arg(&stored)],
     );
 }

@@ -170,7 +170,7 @@ fn decide(
     audit.target(&target.found.id);
 
     // 5. Domain rules against the ERP's current state: the target's state, its value, the budget.
-    let intent = audit.step("domain", domain::check(args, &policy, &target))?;
+    let intent = audit.step("domain", domain::check(args, &policy, target))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
     }
@@ -220,7 +220,7 @@ fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, a
 /// A verified answer to a proposal: the proposal locked and judged, then steps 4 and 5 again and
 /// the effect.
 fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, audit: &mut Audit) -> Step<Decided> {
-    let p = audit.step("confirmation", confirmation::load(who, &answer.proposal))?;
+    let mut p = audit.step("confirmation", confirmation::load(who, &answer.proposal))?;
     audit.tool(&p.tool);
     audit.conversation(&p.conversation);
     audit.target(&p.target);
@@ -250,8 +250,9 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
     audit.args(Some(digest::args_hmac(&crate::audit::hmac_key(), &p.args)), Some(p.schema_version));
     let authorized = authorization::authorize(who, &p.tool, args.sensitive, audit);
     let policy = audit.step("authorization", authorized)?;
-    let target = audit.step("authorization", domain::target(who, &p.tool, &args))?;
-    let intent = audit.step("domain", domain::check(&args, &policy, &target))?;
+    let locked = p.locked_target.take();
+    let target = audit.step("authorization", domain::judged(locked, who, &p.tool, &args))?;
+    let intent = audit.step("domain", domain::check(&args, &policy, target))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
     }

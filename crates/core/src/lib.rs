@@ -8,6 +8,7 @@ pub mod consent;
 pub mod contract;
 pub mod digest;
 pub mod issuer;
+pub mod jsonb;
 pub mod outcome;
 pub mod policy;
 pub mod proposal;
