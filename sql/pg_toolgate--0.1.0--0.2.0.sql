@@ -318,47 +318,47 @@ CREATE POLICY tenant ON maintenance.close_requests USING (tenant_id = toolgate.c
 
 -- examples/maintenance's binding functions, as that example defines them, owned by the ERP's
 -- owner and executable by nobody else.
--- request_close's target: the order, locked until the call ends. Its state in this ERP's words:
--- an open order that nobody inspected yet is 'uninspected', not 'open'.
+-- request_close's target: the order, locked until the call ends (no row: NULL). Its state in
+-- this ERP's words: an open order that nobody inspected yet is 'uninspected', not 'open'.
 CREATE FUNCTION maintenance.order_to_close(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    w maintenance.work_orders;
+    result jsonb;
 BEGIN
-    SELECT * INTO w FROM maintenance.work_orders
+    SELECT jsonb_build_object('id', order_id, 'tenant', tenant_id,
+                              'state', CASE WHEN status = 'open' AND NOT inspected THEN 'uninspected'
+                                            ELSE status END)
+      INTO result
+      FROM maintenance.work_orders
      WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id'
        FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    RETURN jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id,
-                              'state', CASE WHEN w.status = 'open' AND NOT w.inspected THEN 'uninspected'
-                                            ELSE w.status END);
+    RETURN result;
 END
 $$;
 
--- request_close's effect: the order's new status, only if it is still open and inspected (NULL if
--- it moved: the gate answers state_not_allowed), then the close request. An error in either
--- statement leaves nothing of the other: the gate runs its bound functions in a subtransaction.
+-- request_close's effect, in one statement: the order's new status, only if it is still open and
+-- inspected, and the close request for the order it closed (none if it moved: NULL, and the gate
+-- answers state_not_allowed). An error leaves nothing of it: the gate runs its bound functions in
+-- a subtransaction.
 CREATE FUNCTION maintenance.close_order(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    request uuid;
+    result jsonb;
 BEGIN
-    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
-     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
+    WITH closed AS (
+        UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
+         WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
+        RETURNING tenant_id, order_id)
     INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-    VALUES (ctx->>'tenant', args->>'order_id', args->>'reason', ctx->>'actor', ctx->>'idempotency_key',
-            (ctx->>'proposal_id')::uuid)
-    RETURNING request_id INTO request;
-    RETURN jsonb_build_object('order_id', args->>'order_id', 'status', 'close_requested', 'request_id', request,
-                              'summary', 'Close of work order ' || (args->>'order_id') || ' requested (ERP request '
-                                         || request || ').');
+    SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+      FROM closed
+    RETURNING jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
+                                 'summary', 'Close of work order ' || order_id || ' requested (ERP request '
+                                            || request_id || ').')
+    INTO result;
+    RETURN result;
 END
 $$;
 
@@ -405,34 +405,33 @@ BEGIN
 END
 $$;
 
--- Its effect: charge the total the person consented to, in a statement that takes the amount only
+-- Its effect, in one statement: charge the total the person consented to, taking the amount only
 -- if the budget still has it (parallel purchases never overspend, and `spent <= budget` holds in
--- the table too; NULL when it no longer does), then record the purchase.
+-- the table too; NULL when it no longer does), and record the purchase it paid for.
 CREATE FUNCTION maintenance.buy_part(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    left_after numeric;
-    p maintenance.purchases;
+    result jsonb;
 BEGIN
-    UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
-     WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
+    WITH charged AS (
+        UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
+         WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-    RETURNING c.budget - c.spent INTO left_after;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
+        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after)
     INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
                                        requested_by, idempotency_key, proposal_id)
-    VALUES (ctx->>'tenant', args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-            (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-            args->>'cost_center', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
-    RETURNING * INTO p;
-    RETURN jsonb_build_object('purchase_id', p.purchase_id, 'order_id', p.order_id, 'part_id', p.part_id,
-                              'quantity', p.quantity, 'unit_price', p.unit_price::text, 'total', p.total::text,
-                              'cost_center', p.cost_center, 'budget_left', left_after::text,
-                              'summary', 'Purchase ' || p.purchase_id || ' recorded: ' || p.quantity || ' × '
-                                         || p.part_id || ' for work order ' || p.order_id || '.');
+    SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+           (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+           cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+      FROM charged
+    RETURNING jsonb_build_object('purchase_id', purchase_id, 'order_id', order_id, 'part_id', part_id,
+                                 'quantity', quantity, 'unit_price', unit_price::text, 'total', total::text,
+                                 'cost_center', cost_center, 'budget_left', (SELECT left_after FROM charged)::text,
+                                 'summary', 'Purchase ' || purchase_id || ' recorded: ' || quantity || ' × '
+                                            || part_id || ' for work order ' || order_id || '.')
+    INTO result;
+    RETURN result;
 END
 $$;
 
