@@ -158,7 +158,8 @@ $$;
 
 -- request_purchase_part's target: the order, with the part and the cost centre it names, all in
 -- the caller's tenant (one of them missing: NULL, target_not_found). It locks the order and the
--- cost centre, every row the effect writes, before the gate goes on.
+-- cost centre, every row the effect writes, before the gate goes on, and gives what the value is
+-- made of: the part's price and limit, what the cost centre's budget has left.
 CREATE FUNCTION maintenance.order_to_buy_for(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
@@ -166,7 +167,8 @@ DECLARE
     result jsonb;
 BEGIN
     SELECT jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id, 'state', w.status,
-                              'part', p.name, 'cost_center', c.cost_center)
+                              'part', p.name, 'unit_price', p.unit_price, 'max_quantity', p.max_quantity,
+                              'cost_center', c.cost_center, 'available', c.budget - c.spent)
       FROM maintenance.work_orders w
       JOIN maintenance.parts p ON p.tenant_id = w.tenant_id AND p.part_id = args->>'part_id'
       JOIN maintenance.cost_centers c ON c.tenant_id = w.tenant_id AND c.cost_center = args->>'cost_center'
@@ -177,25 +179,21 @@ BEGIN
 END
 $$;
 
--- Its value: quantity × the catalogue's unit price, drawn on the cost centre, against what its
--- budget has left; the part's own per-purchase limit is the most this purchase may be worth. The
--- unit price is also given as a person reads it, for the consent text.
+-- Its value, from what the target read under its locks (no row is read twice): quantity × the
+-- catalogue's unit price, drawn on the cost centre, against what its budget has left; the part's
+-- own per-purchase limit is the most this purchase may be worth. The unit price is also given as
+-- a person reads it, for the consent text.
 CREATE FUNCTION maintenance.purchase_value(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    price numeric := (ctx->'target'->>'unit_price')::numeric;
 BEGIN
-    SELECT jsonb_build_object('amount', (args->>'quantity')::numeric * p.unit_price,
-                              'account', c.cost_center,
-                              'available', c.budget - c.spent,
-                              'limit', p.max_quantity * p.unit_price,
-                              'unit_price', 'R$ ' || translate(to_char(p.unit_price, 'FM999,999,990.00'), ',.', '.,'))
-      FROM maintenance.parts p, maintenance.cost_centers c
-     WHERE p.tenant_id = ctx->>'tenant' AND p.part_id = args->>'part_id'
-       AND c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
-    INTO result;
-    RETURN result;
+    RETURN jsonb_build_object('amount', (args->>'quantity')::numeric * price,
+                              'account', ctx->'target'->>'cost_center',
+                              'available', ctx->'target'->'available',
+                              'limit', (ctx->'target'->>'max_quantity')::numeric * price,
+                              'unit_price', 'R$ ' || translate(to_char(price, 'FM999,999,990.00'), ',.', '.,'));
 END
 $$;
 
