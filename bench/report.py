@@ -4,6 +4,11 @@
   report.py latency LOGDIR LABEL WORKLOAD CLIENTS TPS
       reads pgbench's per-transaction logs in LOGDIR and prints one TSV line:
       label, workload, clients, tps, p50 ms, p99 ms
+  report.py compare RESULTS BASE THIS
+      RESULTS from scripts/bench-compare.sh: "tree workload clients round tps" lines (the trees
+      taking turns) or "tree workload instructions" lines (--instructions); prints, for the
+      trees BASE and THIS, the median TPS and the ratios of COMPARE with THIS's ÷ BASE's, or
+      the instructions per transaction with THIS's ÷ BASE's
   report.py versions MARKDOWN OTHER…
       adds to MARKDOWN (the default version's report) a section with its ratios beside those of
       the OTHER reports (other PostgreSQL versions), replacing the section if it is there
@@ -277,6 +282,44 @@ def versions(md_path, *others):
         f.write(text)
 
 
+def compare(results, base_name, this_name):
+    rows = [line.rstrip("\n").split("\t") for line in open(results) if line.strip()]
+    names = {"base": base_name, "this": this_name}
+    if rows and len(rows[0]) == 3:
+        print(f"instructions per transaction (callgrind)\n\n| workload | {base_name} | {this_name} | ÷ |\n|---|---:|---:|---:|")
+        ir = {(v, w): int(n) for v, w, n in rows}
+        for w in dict.fromkeys(w for _, w, _ in rows):
+            if ("base", w) in ir and ("this", w) in ir:
+                print(f"| {w} | {ir[('base', w)]:,} | {ir[('this', w)]:,} | {ir[('this', w)] / ir[('base', w)]:.3f} |")
+        return
+    tps = {}
+    for v, w, c, _, t in rows:
+        tps.setdefault((v, w, int(c)), []).append(float(t or "nan"))
+    med = {k: statistics.median(x) for k, x in tps.items()}
+    clients = sorted({c for _, _, c in med})
+    head = "".join(f" {names['base']}, {c} | {names['this']}, {c} | ÷ |" for c in clients)
+    print(f"median TPS of the rounds\n\n| workload |{head}\n|---|" + "---:|---:|---:|" * len(clients))
+    for w in dict.fromkeys(w for _, w, _ in med):
+        cells = "".join(
+            f" {med[('base', w, c)]:,.0f} | {med[('this', w, c)]:,.0f} | {med[('this', w, c)] / med[('base', w, c)]:.3f} |"
+            for c in clients
+            if ("base", w, c) in med and ("this", w, c) in med
+        )
+        print(f"| {w} |{cells}")
+    print(f"\nratios (median TPS ÷ median TPS)\n\n| ratio |{head}\n|---|" + "---:|---:|---:|" * len(clients))
+    for a, b, _, label in COMPARE:
+        cells = ""
+        for c in clients:
+            try:
+                ra = med[("base", a, c)] / med[("base", b, c)]
+                rt = med[("this", a, c)] / med[("this", b, c)]
+            except KeyError:
+                continue
+            cells += f" {ra:.3f} | {rt:.3f} | {rt / ra:.3f} |"
+        if cells:
+            print(f"| {label} |{cells}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(*sys.argv[2:7])
@@ -284,5 +327,7 @@ if __name__ == "__main__":
         report(*sys.argv[2:9])
     elif sys.argv[1] == "versions":
         versions(*sys.argv[2:])
+    elif sys.argv[1] == "compare":
+        compare(*sys.argv[2:5])
     else:
         sys.exit(__doc__)

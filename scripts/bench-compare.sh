@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# What the gate costs against another version of itself, measured side by side on this machine:
+# this tree and the tree of commit BASE (default 0.1.0, the release the update script starts
+# from), each built (release) into a private PostgreSQL copy of its own, each loaded the way
+# scripts/bench.sh loads its database, with its own examples/, bench/ scripts and `toolgate`
+# command. Then, by default:
+#
+#   pgbench rounds taking turns between the two clusters: every workload at every concurrency,
+#   this tree's round right after BASE's, so a machine whose speed drifts slows both alike (the
+#   two are never measured at the same moment: they would share its two cores). Prints each
+#   workload's median TPS and the benchmark's ratios (gated ÷ floor, replay ÷ gated…) for both
+#   trees, with this tree's ratio ÷ BASE's. Runs of minutes on a shared machine still move.
+#
+#   --instructions: no clock at all. The servers run under valgrind's callgrind (installed from
+#   Debian's valgrind package if missing), and each workload is one pgbench connection of W
+#   transactions, then another of W + N: the second backend's instructions less the first's,
+#   over N, are one transaction's, whatever else the machine is doing. Prints them per workload,
+#   for both trees, with this tree's ÷ BASE's.
+#
+#   scripts/bench-compare.sh [--instructions] [--base COMMIT]
+#
+# Environment: BENCH_SECONDS (4), BENCH_ROUNDS (3), BENCH_CLIENTS ("1 4 16"), COMPARE_WORKLOADS
+# (every workload of scripts/bench.sh's ratios), COMPARE_CALLS (N, 300), COMPARE_WARM (W, 100),
+# COMPARE_DIR (the trees, builds and PostgreSQL copies, kept across runs: target/compare),
+# TOOLGATE_KEEP=1 (keep the work directory: clusters, logs, callgrind files).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+
+base=308d0758942d08e6b1f4b40f9622e536b910ccb6
+instructions=false
+while [ $# -gt 0 ]; do
+    case $1 in
+    --instructions) instructions=true ;;
+    --base) base=${2:?--base COMMIT}; shift ;;
+    *) log "usage: bench-compare.sh [--instructions] [--base COMMIT]" >&2; exit 2 ;;
+    esac
+    shift
+done
+base=$(git rev-parse --verify "$base^{commit}")
+seconds=${BENCH_SECONDS:-4} rounds=${BENCH_ROUNDS:-3}
+read -r -a clients <<<"${BENCH_CLIENTS:-1 4 16}"
+read -r -a workloads <<<"${COMPARE_WORKLOADS:-floor_close gated_close floor_pair gated_pair replay denial purchase}"
+calls=${COMPARE_CALLS:-300} warm=${COMPARE_WARM:-100}
+dir=$(realpath -m "${COMPARE_DIR:-target/compare}")
+if $instructions && ! command -v valgrind >/dev/null; then
+    log "installing valgrind"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+fi
+
+# The two trees: BASE's source (git archive, kept), built in a target directory of its own; this
+# tree's in scripts/bench.sh's. Each is installed into its own copy of PostgreSQL.
+short=${base:0:7}
+base_src=$dir/src-$short
+if [ "$(cat "$base_src/.commit" 2>/dev/null)" != "$base" ]; then
+    rm -rf "$base_src"
+    mkdir -p "$base_src"
+    git archive "$base" | tar -x -C "$base_src"
+    echo "$base" >"$base_src/.commit"
+fi
+declare -A src=([base]=$base_src [this]=$root) target=([base]=$dir/target-$short [this]=$root/target/bench)
+declare -A pgbin cli
+make_work
+for v in base this; do
+    private_pg "$dir/pg-$v"
+    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)/pg_toolgate.so"
+    log "building $v ($([ $v = base ] && echo "$short" || echo "this tree")), release, into $dir/pg-$v"
+    if ! (cd "${src[$v]}" && CARGO_TARGET_DIR=${target[$v]} cargo pgrx install --release --pg-config "$PG_CONFIG" &&
+        CARGO_TARGET_DIR=${target[$v]} cargo build -p toolgate-cli) >"$work/build-$v.log" 2>&1; then
+        cat "$work/build-$v.log" >&2
+        exit 1
+    fi
+    pgbin[$v]=$PGBIN
+    cli[$v]=${target[$v]}/debug/toolgate
+done
+
+declare -A ports token token1 technician
+# load V: its cluster started (as scripts/bench.sh starts its own) and its database filled.
+load() {
+    local v=$1 db=toolgate_bench keys=$work/keys-$1 kid
+    pg_use "${pgbin[$v]}"
+    CLUSTER_CONF="fsync = on
+shared_buffers = 512MB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+autovacuum = off" throwaway_cluster "$v" "${TOOLGATE_BENCH_PORT:-54521}"
+    ports[$v]=$port
+    p() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@"; }
+    p -d postgres -c "CREATE DATABASE $db"
+    p -d $db -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
+    if [ -f "${src[$v]}/examples/maintenance/maintenance.sql" ]; then
+        p -d $db -f "${src[$v]}/examples/maintenance/maintenance.sql" >/dev/null
+    fi
+    p -d $db -v orders=300000 -f "${src[$v]}/bench/setup.sql" >/dev/null
+    mkdir -p "$keys"
+    for kid in idp-bench idp-bench1 chan-bench1; do "${cli[$v]}" keygen --dir "$keys" --kid "$kid" >/dev/null; done
+    p -d $db -c "SET ROLE toolgate_admin" \
+        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("${cli[$v]}" pubkey --dir "$keys" --kid idp-bench)')" \
+        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("${cli[$v]}" pubkey --dir "$keys" --kid idp-bench1)')" \
+        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("${cli[$v]}" pubkey --dir "$keys" --kid chan-bench1)')" >/dev/null
+    token[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
+    token1[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
+    technician[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
+    "${cli[$v]}" bench-confirmations --host "$work/$v/socket" --port "${ports[$v]}" --dbname $db --keys "$keys" \
+        --count "${COMPARE_CONFIRMATIONS:-40000}" >/dev/null
+    p -d $db -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+}
+for v in base this; do
+    log "loading $v"
+    load "$v"
+done
+
+# bench V WORKLOAD ARGS…: pgbench against V's database with the workload's script and tokens.
+bench() {
+    local v=$1 w=$2
+    shift 2
+    "${pgbin[$v]}/pgbench" -n -M prepared -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@" \
+        -f "${src[$v]}/bench/$w.sql" -D token="${token[$v]}" -D token1="${token1[$v]}" \
+        -D technician="${technician[$v]}" toolgate_bench
+}
+
+# audits: what each run did, from the audit rows: a workload that stopped doing what it measures
+# shows here (the same outcomes scripts/bench.sh requires of it).
+audits() {
+    for v in base this; do
+        log "audit of $v: kind outcome rule replayed count"
+        "${pgbin[$v]}/psql" -X -At -F ' ' -h "$work/$v/socket" -p "${ports[$v]}" -U postgres -d toolgate_bench -c \
+            "SELECT kind, outcome, coalesce(rule, '-'), replayed, count(*) FROM toolgate.audit GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+    done
+}
+
+results=$work/results.tsv
+: >"$results"
+if $instructions; then
+    # Each cluster again, its server under callgrind: every process it forks writes its own file.
+    for v in base this; do
+        cluster_stop "$work/$v"
+        as_postgres env -u RUST_BACKTRACE valgrind --tool=callgrind --callgrind-out-file="$work/$v/cg.%p" \
+            "${pgbin[$v]}/postgres" -D "$work/$v/data" >"$work/$v/valgrind.log" 2>&1 &
+        until "${pgbin[$v]}/pg_isready" -q -h "$work/$v/socket" -p "${ports[$v]}"; do sleep 1; done
+    done
+    # backend_instructions V WORKLOAD TRANSACTIONS: the instructions of the backend of one pgbench
+    # connection that ran TRANSACTIONS transactions. pgbench connects twice (a first connection
+    # looks the server over and closes); each backend's callgrind file is written when it exits,
+    # and the one that ran the transactions is the larger.
+    backend_instructions() {
+        local v=$1 before new
+        before=$(find "$work/$v" -maxdepth 1 -name 'cg.*' | sort)
+        bench "$v" "$2" -c 1 -t "$3" >"$work/$v/pgbench-$2-$3.log" 2>&1
+        for _ in $(seq 120); do
+            new=$(comm -13 <(echo "$before") <(find "$work/$v" -maxdepth 1 -name 'cg.*' | sort))
+            [ "$(grep -c . <<<"$new")" -lt 2 ] || break
+            sleep 1
+        done
+        # (Read once every file has its totals line, the last one callgrind writes.)
+        for f in $new; do
+            until grep -q '^totals:' "$f"; do sleep 1; done
+            sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$f"
+        done | sort -n | tail -n 1
+    }
+    for w in "${workloads[@]}"; do
+        for v in base this; do
+            a=$(backend_instructions "$v" "$w" "$warm")
+            b=$(backend_instructions "$v" "$w" $((warm + calls)))
+            printf '%s\t%s\t%s\n' "$v" "$w" $(((b - a) / calls)) | tee -a "$results"
+        done
+    done
+    audits
+    for v in base this; do
+        as_postgres "${pgbin[$v]}/pg_ctl" -D "$work/$v/data" -m fast -w -t 600 stop >/dev/null
+    done
+else
+    log "$rounds round(s) of ${seconds}s, the trees taking turns"
+    for c in "${clients[@]}"; do
+        for round in $(seq "$rounds"); do
+            for w in "${workloads[@]}"; do
+                for v in base this; do
+                    tps=$(bench "$v" "$w" -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" 2>&1 |
+                        sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p')
+                    printf '%s\t%s\t%s\t%s\t%s\n' "$v" "$w" "$c" "$round" "$tps" | tee -a "$results"
+                done
+            done
+        done
+    done
+    audits
+fi
+
+python3 bench/report.py compare "$results" "$short" "$(git rev-parse --short HEAD)$([ -z "$(git status --porcelain)" ] || echo +)"
