@@ -21,6 +21,8 @@
 #
 # Environment: BENCH_SECONDS (4), BENCH_ROUNDS (3), BENCH_CLIENTS ("1 4 16"), COMPARE_WORKLOADS
 # (every workload of scripts/bench.sh's ratios), COMPARE_CALLS (N, 300), COMPARE_WARM (W, 100),
+# COMPARE_ORDERS and COMPARE_CONFIRMATIONS (work orders per tenant and prepared confirmations,
+# 1000000 and 60000: a close uses one order, a confirmed close one confirmation),
 # COMPARE_DIR (the trees, builds and PostgreSQL copies, kept across runs: target/compare),
 # TOOLGATE_KEEP=1 (keep the work directory: clusters, logs, callgrind files).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -90,7 +92,7 @@ autovacuum = off" throwaway_cluster "$v" "${TOOLGATE_BENCH_PORT:-54521}"
     if [ -f "${src[$v]}/examples/maintenance/maintenance.sql" ]; then
         p -d $db -f "${src[$v]}/examples/maintenance/maintenance.sql" >/dev/null
     fi
-    p -d $db -v orders=300000 -f "${src[$v]}/bench/setup.sql" >/dev/null
+    p -d $db -v orders="${COMPARE_ORDERS:-1000000}" -f "${src[$v]}/bench/setup.sql" >/dev/null
     mkdir -p "$keys"
     for kid in idp-bench idp-bench1 chan-bench1; do "${cli[$v]}" keygen --dir "$keys" --kid "$kid" >/dev/null; done
     p -d $db -c "SET ROLE toolgate_admin" \
@@ -101,7 +103,7 @@ autovacuum = off" throwaway_cluster "$v" "${TOOLGATE_BENCH_PORT:-54521}"
     token1[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
     technician[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
     "${cli[$v]}" bench-confirmations --host "$work/$v/socket" --port "${ports[$v]}" --dbname $db --keys "$keys" \
-        --count "${COMPARE_CONFIRMATIONS:-40000}" >/dev/null
+        --count "${COMPARE_CONFIRMATIONS:-60000}" >/dev/null
     p -d $db -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
 }
 for v in base this; do

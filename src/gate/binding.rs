@@ -182,10 +182,11 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
     })
 }
 
-/// Forget that an answer was refused in this scope: the target `confirm` locks before the
-/// proposal is decided for, whose verdict is given later (`domain::judged`).
-pub fn forget_refusal() {
-    REFUSED.set(false);
+/// Forget that an answer was refused in this scope (and say whether one was): the target
+/// `confirm` locks before the proposal is decided for, whose verdict is given later
+/// (`domain::judged`).
+pub fn forget_refusal() -> bool {
+    REFUSED.replace(false)
 }
 
 /// The refused answer forgotten earlier is given now: the scope rolls back as if it came now.

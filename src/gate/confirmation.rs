@@ -93,7 +93,7 @@ pub struct Stored {
     /// The reply of a decided (applied or declined) proposal; `None` for any other.
     pub settled_reply: Option<String>,
     /// What the tool's target function found when `load` locked the proposal's target.
-    pub locked_target: Option<Step<domain::Target>>,
+    pub locked_target: Option<domain::Locked>,
 }
 
 /// The confirmation token, verified against a channel key of the caller's tenant.

@@ -62,7 +62,7 @@ impl Intent<'_> {
 /// judges at step 4 (the rows it locked cannot change before the call ends, so it is not asked
 /// twice). Decides nothing: an unknown proposal or an unbound tool locks nothing (`None`), and
 /// the steps after it decide.
-pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Step<Target>> {
+pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked> {
     let (tool, args, conversation) = spi::one(
         "SELECT tool, args::text, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
         &[proposal_id.into(), who.tenant.clone().into()],
@@ -74,16 +74,23 @@ pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Step<Ta
     let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
     let found = binding::target(&binding, who, &args);
     // Its verdict is step 4's: a refusal here must not undo the steps in between (see `judged`).
-    binding::forget_refusal();
-    Some(found.map(|found| Target { binding, found }))
+    let refused = binding::forget_refusal();
+    Some(Locked { verdict: found.map(|found| Target { binding, found }), refused })
 }
 
-/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (a
-/// refusal rolls the scope back, as the function's own answer does), or else a lookup now.
-pub fn judged(locked: Option<Step<Target>>, who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
+/// What `lock_proposal_target` found, kept for step 4: the verdict, and whether it refused the
+/// function's answer (which rolls the scope back when it is given).
+pub struct Locked {
+    verdict: Step<Target>,
+    refused: bool,
+}
+
+/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (its
+/// refusal of the function's answer remembered, as if the answer came now), or else a lookup now.
+pub fn judged(locked: Option<Locked>, who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     match locked {
-        Some(verdict) => {
-            if verdict.is_err() {
+        Some(Locked { verdict, refused }) => {
+            if refused {
                 binding::remember_refusal();
             }
             verdict
