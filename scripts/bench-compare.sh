@@ -75,10 +75,11 @@ for v in base this; do
     cli[$v]=${target[$v]}/debug/toolgate
 done
 
-declare -A ports token token1 technician
-# load V: its cluster started (as scripts/bench.sh starts its own) and its database filled.
+declare -A ports tokens tokens1 technicians
+# load V: its cluster started (as scripts/bench.sh starts its own) and its database filled, with
+# V's own example, bench/setup.sql and `toolgate` command.
 load() {
-    local v=$1 db=toolgate_bench keys=$work/keys-$1 kid
+    local v=$1
     pg_use "${pgbin[$v]}"
     CLUSTER_CONF="fsync = on
 shared_buffers = 512MB
@@ -86,25 +87,12 @@ max_wal_size = 4GB
 checkpoint_timeout = 30min
 autovacuum = off" throwaway_cluster "$v" "${TOOLGATE_BENCH_PORT:-54521}"
     ports[$v]=$port
-    p() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@"; }
-    p -d postgres -c "CREATE DATABASE $db"
-    p -d $db -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
-    if [ -f "${src[$v]}/examples/maintenance/maintenance.sql" ]; then
-        p -d $db -f "${src[$v]}/examples/maintenance/maintenance.sql" >/dev/null
-    fi
-    p -d $db -v orders="${COMPARE_ORDERS:-1000000}" -f "${src[$v]}/bench/setup.sql" >/dev/null
-    mkdir -p "$keys"
-    for kid in idp-bench idp-bench1 chan-bench1; do "${cli[$v]}" keygen --dir "$keys" --kid "$kid" >/dev/null; done
-    p -d $db -c "SET ROLE toolgate_admin" \
-        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("${cli[$v]}" pubkey --dir "$keys" --kid idp-bench)')" \
-        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("${cli[$v]}" pubkey --dir "$keys" --kid idp-bench1)')" \
-        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("${cli[$v]}" pubkey --dir "$keys" --kid chan-bench1)')" >/dev/null
-    token[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
-    token1[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
-    technician[$v]=$("${cli[$v]}" identity --dir "$keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
-    "${cli[$v]}" bench-confirmations --host "$work/$v/socket" --port "${ports[$v]}" --dbname $db --keys "$keys" \
-        --count "${COMPARE_CONFIRMATIONS:-60000}" >/dev/null
-    p -d $db -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+    TOOLGATE_BIN=${cli[$v]} bench_load "$work/$v/socket" "$port" toolgate_bench "${COMPARE_ORDERS:-1000000}" \
+        "${src[$v]}" "$work/keys-$v"
+    tokens[$v]=$token tokens1[$v]=$token1 technicians[$v]=$technician
+    "${cli[$v]}" bench-confirmations --host "$work/$v/socket" --port "$port" --dbname toolgate_bench \
+        --keys "$work/keys-$v" --count "${COMPARE_CONFIRMATIONS:-60000}" >/dev/null
+    sql "$work/$v/socket" "$port" toolgate_bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
 }
 for v in base this; do
     log "loading $v"
@@ -116,8 +104,8 @@ bench() {
     local v=$1 w=$2
     shift 2
     "${pgbin[$v]}/pgbench" -n -M prepared -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@" \
-        -f "${src[$v]}/bench/$w.sql" -D token="${token[$v]}" -D token1="${token1[$v]}" \
-        -D technician="${technician[$v]}" toolgate_bench
+        -f "${src[$v]}/bench/$w.sql" -D token="${tokens[$v]}" -D token1="${tokens1[$v]}" \
+        -D technician="${technicians[$v]}" toolgate_bench
 }
 
 # audits: what each run did, from the audit rows: a workload that stopped doing what it measures

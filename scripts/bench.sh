@@ -70,26 +70,10 @@ sock=$work/pg/socket
 psql_() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres "$@"; }
 
 # A database with the extension, the benchmark's tenants, keys and floor functions.
-load_db() {
-    local db=$1 n_orders=$2
-    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-    psql_ -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_toolgate"
-    psql_ -d "$db" -f examples/maintenance/maintenance.sql >/dev/null
-    psql_ -d "$db" -v orders="$n_orders" -f bench/setup.sql >/dev/null
-    for kid in idp-bench idp-bench1 chan-bench1; do
-        [ -f "$work/keys/$kid.key" ] || "$TOOLGATE_BIN" keygen --dir "$work/keys" --kid "$kid" >/dev/null
-    done
-    psql_ -d "$db" -c "SET ROLE toolgate_admin" \
-        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid idp-bench)')" \
-        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid idp-bench1)')" \
-        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("$TOOLGATE_BIN" pubkey --dir "$work/keys" --kid chan-bench1)')" >/dev/null
-}
+load_db() { bench_load "$sock" "$port" "$1" "$2" "$root" "$work/keys"; }
 
 log "loading toolgate_bench ($orders orders per tenant)"
 load_db toolgate_bench "$orders"
-token=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
-token1=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
-technician=$("$TOOLGATE_BIN" identity --dir "$work/keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
 log "$prepared proposals made and their confirmations signed before the run"
 "$TOOLGATE_BIN" bench-confirmations --host "$sock" --port "$port" --dbname toolgate_bench \
     --keys "$work/keys" --count "$prepared"

@@ -18,6 +18,7 @@
 #                         a work directory, removed at exit with the clusters started in it
 #   throwaway_cluster, use_server, sql, toolgate_cli
 #                         what the test scripts share (see each function)
+#   bench_load            the benchmark's database and identity tokens (scripts/bench*.sh)
 #
 # Environment: TOOLGATE_PG (the PostgreSQL major version, 15 or 18; default 15), TOOLGATE_PG18_HOME
 # (where PostgreSQL 18 is extracted, default target/pg18), PGBIN (another PostgreSQL's programs of
@@ -294,4 +295,31 @@ toolgate_cli() {
         TOOLGATE_BIN=${CARGO_TARGET_DIR:-$root/target}/debug/toolgate
     fi
     export TOOLGATE_BIN
+}
+
+# bench_load HOST PORT DB ORDERS SRC KEYS: the benchmark's database DB (made again if it is there)
+# on the server at HOST:PORT: the extension, the example ERP of the tree SRC (a tree from before
+# 0.2.0 has none, its ERP was built in) and SRC's bench/setup.sql (ORDERS work orders per
+# tenant), and the benchmark's keys, from the directory KEYS (made there with $TOOLGATE_BIN when
+# missing), registered. Then sets token, token1 and technician, the identities its workloads take.
+# shellcheck disable=SC2034
+bench_load() {
+    local h=$1 p=$2 db=$3 orders=$4 src=$5 keys=$6 kid
+    sql "$h" "$p" postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+    sql "$h" "$p" "$db" -c "CREATE EXTENSION pg_toolgate"
+    if [ -f "$src/examples/maintenance/maintenance.sql" ]; then
+        sql "$h" "$p" "$db" -f "$src/examples/maintenance/maintenance.sql" >/dev/null
+    fi
+    sql "$h" "$p" "$db" -v orders="$orders" -f "$src/bench/setup.sql" >/dev/null
+    mkdir -p "$keys"
+    for kid in idp-bench idp-bench1 chan-bench1; do
+        [ -f "$keys/$kid.key" ] || "$TOOLGATE_BIN" keygen --dir "$keys" --kid "$kid" >/dev/null
+    done
+    sql "$h" "$p" "$db" -c "SET ROLE toolgate_admin" \
+        -c "SELECT toolgate.add_key('bench', 'idp-bench', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$keys" --kid idp-bench)')" \
+        -c "SELECT toolgate.add_key('bench1', 'idp-bench1', 'identity', '$("$TOOLGATE_BIN" pubkey --dir "$keys" --kid idp-bench1)')" \
+        -c "SELECT toolgate.add_key('bench1', 'chan-bench1', 'channel', '$("$TOOLGATE_BIN" pubkey --dir "$keys" --kid chan-bench1)')" >/dev/null
+    token=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
+    token1=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
+    technician=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
 }
