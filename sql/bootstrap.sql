@@ -3,14 +3,36 @@
 -- Every table belongs to the extension owner. Client roles get no table privilege at all
 -- (see finalize.sql): they reach these rows only through the SECURITY DEFINER entry points.
 
--- Roles are cluster-wide and outlive the extension; create them once.
+-- Roles are cluster-wide and outlive the extension; create them once. One that exists already
+-- (made by hand, or left by an earlier DROP EXTENSION) is adopted only as a group role: one that
+-- can log in, has a password or any attribute beyond NOLOGIN is refused, nothing created; its
+-- members (expected: they are the logins a DBA granted it) are named in a WARNING.
 DO $roles$
 DECLARE
     r text;
+    bad text;
+    members text;
 BEGIN
     FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+            CONTINUE;
+        END IF;
+        SELECT pg_catalog.concat_ws(', ',
+                   CASE WHEN a.rolcanlogin THEN 'LOGIN' END, CASE WHEN a.rolpassword IS NOT NULL THEN 'a password' END,
+                   CASE WHEN a.rolsuper THEN 'SUPERUSER' END, CASE WHEN a.rolcreaterole THEN 'CREATEROLE' END,
+                   CASE WHEN a.rolcreatedb THEN 'CREATEDB' END, CASE WHEN a.rolbypassrls THEN 'BYPASSRLS' END,
+                   CASE WHEN a.rolreplication THEN 'REPLICATION' END)
+          INTO bad FROM pg_catalog.pg_authid a WHERE a.rolname = r;
+        IF bad <> '' THEN
+            RAISE EXCEPTION 'role % already exists with %: pg_toolgate''s roles are group roles', r, bad
+                USING ERRCODE = 'invalid_object_definition',
+                      HINT = pg_catalog.format('ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOREPLICATION PASSWORD NULL, then CREATE EXTENSION again.', r);
+        END IF;
+        SELECT pg_catalog.string_agg(m.member::pg_catalog.regrole::text, ', ' ORDER BY m.member::pg_catalog.regrole::text)
+          INTO members FROM pg_catalog.pg_auth_members m WHERE m.roleid = r::pg_catalog.regrole;
+        IF members IS NOT NULL THEN
+            RAISE WARNING 'role % already exists and is granted to %: they keep what pg_toolgate grants it', r, members;
         END IF;
     END LOOP;
 END
@@ -185,12 +207,19 @@ CREATE TABLE toolgate.proposals (
     challenge       text,
     schema_version  integer NOT NULL,
     policy_version  integer NOT NULL,
-    status          text NOT NULL CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied')),
+    status          text NOT NULL CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied',
+                                                    'invalidated')),
     -- Proposal times are the wall clock's, not the transaction's start: a confirmation is judged
     -- against the moment it is checked.
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     expires_at      timestamptz NOT NULL,
     decided_at      timestamptz,
+    -- What the person read the decision on (the value's amount and account, a digest of the
+    -- tool's definition): a confirmation finding another is refused, and the proposal invalidated.
+    -- NULL definition: a proposal made before 0.2.0, confirmed as 0.1.0 confirmed it.
+    amount          numeric,
+    account         text,
+    definition      text,
     CHECK ((tier = 3) = (challenge IS NOT NULL))
 );
 -- One live proposal per conversation: a new one supersedes the old.

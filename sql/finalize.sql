@@ -31,7 +31,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb),
-    toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text, text[]),
+    toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text, text[], text),
     toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;

@@ -23,6 +23,18 @@ AS $$
      ORDER BY p.oid::pg_catalog.regprocedure::text
 $$;
 
+-- The functions of pg_catalog that create a large object, every overload: PUBLIC may execute
+-- them by default, each call can store up to 1 GB, and what they store outlives the session.
+CREATE FUNCTION toolgate.large_object_functions() RETURNS SETOF pg_catalog.regprocedure
+LANGUAGE sql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT p.oid::pg_catalog.regprocedure
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'pg_catalog'::pg_catalog.regnamespace
+       AND p.proname = ANY (ARRAY['lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import'])
+     ORDER BY p.oid::pg_catalog.regprocedure::text
+$$;
+
 -- Refuse, with SQLSTATE 22023 (invalid_parameter_value), a login the hardening cannot make
 -- safe: a superuser, a role with CREATEROLE, CREATEDB, BYPASSRLS or REPLICATION (or a member of
 -- one: SET ROLE reaches it), one of pg_toolgate's own roles, a role that is not a member of
@@ -110,6 +122,12 @@ $$;
 --   GRANT EXECUTE ON FUNCTION <the same> TO <every other role>
 --   REVOKE TEMPORARY ON DATABASE db FROM PUBLIC, <the login and every role it can SET ROLE to>
 --   GRANT TEMPORARY ON DATABASE db TO <every other role>
+--   REVOKE EXECUTE ON FUNCTION <every large-object creating function> FROM PUBLIC, <the same>
+--   GRANT EXECUTE ON FUNCTION <the same> TO <every other role>
+--   REVOKE CREATE ON SCHEMA public FROM PUBLIC, <the same>        (when the schema public exists)
+--   GRANT CREATE ON SCHEMA public TO <every other role>           (only if PUBLIC had CREATE there:
+--          PostgreSQL 14's default, kept by pg_upgrade; an object planted in public would run in
+--          any function whose search_path lists it)
 -- "Every other role": every role that exists now, is not a superuser (they need no grant), not a
 -- pg_* predefined role, not a member of toolgate_agent and not a role the login can SET ROLE to.
 -- A GRANT with no such role is left out. Running it again is safe and grants roles created since.
@@ -131,6 +149,8 @@ DECLARE
     statement_ms numeric;
     idle_ms numeric;
     functions text;
+    lo_functions text;
+    public_create boolean;
     reach text;
     others text;
     stmt text;
@@ -161,6 +181,11 @@ BEGIN
     SELECT r.rolname INTO name FROM pg_catalog.pg_roles r WHERE r.oid = login;
     SELECT pg_catalog.string_agg('pg_catalog.' || f::text, ', ' ORDER BY f::text)
       INTO functions FROM toolgate.advisory_lock_functions() f;
+    SELECT pg_catalog.string_agg('pg_catalog.' || f::text, ', ' ORDER BY f::text)
+      INTO lo_functions FROM toolgate.large_object_functions() f;
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a
+                    WHERE a.grantee = 0 AND a.privilege_type = 'CREATE')
+      INTO public_create FROM pg_catalog.pg_namespace n WHERE n.nspname = 'public';
     SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
       INTO reach FROM pg_catalog.pg_roles r
      WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER');
@@ -183,7 +208,14 @@ BEGIN
                  THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', functions, others) END,
             pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC, %s', db, reach),
             CASE WHEN others IS NOT NULL
-                 THEN pg_catalog.format('GRANT TEMPORARY ON DATABASE %I TO %s', db, others) END
+                 THEN pg_catalog.format('GRANT TEMPORARY ON DATABASE %I TO %s', db, others) END,
+            pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, %s', lo_functions, reach),
+            CASE WHEN others IS NOT NULL
+                 THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', lo_functions, others) END,
+            CASE WHEN public_create IS NOT NULL
+                 THEN pg_catalog.format('REVOKE CREATE ON SCHEMA public FROM PUBLIC, %s', reach) END,
+            CASE WHEN public_create AND others IS NOT NULL
+                 THEN pg_catalog.format('GRANT CREATE ON SCHEMA public TO %s', others) END
         ]) WITH ORDINALITY AS t(s, i)
          WHERE s IS NOT NULL  -- no other role: no GRANT
          ORDER BY i
@@ -201,6 +233,10 @@ $$;
 --   idle_in_transaction_session_timeout   IN DATABASE, or for every database)
 --   advisory_lock_functions     neither the login nor a role it can SET ROLE to may execute one
 --   temporary_tables            neither the login nor a role it can SET ROLE to has TEMPORARY here
+--   large_objects               neither may execute a function that creates a large object
+--   schema_create               neither may CREATE in any schema of this database (an object it
+--                               planted where a bound function's search_path resolves would run
+--                               as that function's owner; define_tool refuses such paths too)
 --   other_databases             it may CONNECT to no other database of the cluster (the lock
 --                               table is the cluster's: a login that connects elsewhere can fill
 --                               it there). pg_hba.conf is not looked at.
@@ -295,6 +331,35 @@ BEGIN
     detail := CASE WHEN ok THEN pg_catalog.format('neither %s nor a role it can SET ROLE to may create temporary tables in database %s',
                                                   name, pg_catalog.current_database())
                    ELSE pg_catalog.format('TEMPORARY on database %s: %s', pg_catalog.current_database(), list) END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.count(*) INTO n FROM toolgate.large_object_functions();
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s of %s)', e.rolname, e.executable, n), ', ' ORDER BY e.rolname)
+      INTO list
+      FROM (SELECT r.rolname, pg_catalog.count(*) AS executable
+              FROM toolgate.large_object_functions() f, pg_catalog.pg_roles r
+             WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+               AND pg_catalog.has_function_privilege(r.oid, f::pg_catalog.oid, 'EXECUTE')
+             GROUP BY r.rolname) e;
+    check_name := 'large_objects';
+    ok := n > 0 AND list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('none of the %s large-object creating functions is executable by %s or a role it can SET ROLE to', n, name)
+                   ELSE 'large-object creating functions executable in this database by ' || list END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', s.nspname, s.roles), ', ' ORDER BY s.nspname)
+      INTO list
+      FROM (SELECT n.nspname::text, pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname) AS roles
+              FROM pg_catalog.pg_namespace n, pg_catalog.pg_roles r
+             WHERE n.nspname !~ '^pg_(toast|temp_|toast_temp_)'
+               AND pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+               AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE')
+             GROUP BY n.nspname) s;
+    check_name := 'schema_create';
+    ok := list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('neither %s nor a role it can SET ROLE to may CREATE in a schema of database %s',
+                                                  name, pg_catalog.current_database())
+                   ELSE pg_catalog.format('CREATE in database %s: %s', pg_catalog.current_database(), list) END;
     RETURN NEXT;
 
     SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.datname), ', ' ORDER BY d.datname)

@@ -20,6 +20,16 @@
 
 ALTER TABLE toolgate.tool_bindings
     ADD COLUMN target_states text[] CHECK (array_position(target_states, NULL) IS NULL);
+ALTER TABLE toolgate.tool_bindings
+    ADD COLUMN amounts text CHECK (amounts IN ('positive', 'non_negative', 'any'));
+-- A proposal keeps what the person read the decision on: the amount, the account, and a digest
+-- of the tool's definition; a confirmation finding another is refused and invalidates it.
+-- A proposal made before the update has none of them (NULL): it is confirmed as 0.1.0 confirmed
+-- it, for the few minutes it may still live.
+ALTER TABLE toolgate.proposals ADD COLUMN amount numeric, ADD COLUMN account text, ADD COLUMN definition text;
+ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_status_check;
+ALTER TABLE toolgate.proposals ADD CONSTRAINT proposals_status_check
+    CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));
 ALTER TABLE toolgate.tool_bindings DROP CONSTRAINT tool_bindings_check;
 ALTER TABLE toolgate.tool_bindings ADD CONSTRAINT tool_bindings_check
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
@@ -37,40 +47,135 @@ ALTER TABLE toolgate.tool_bindings ALTER COLUMN target TYPE text USING target::t
                                    ALTER COLUMN effect TYPE text USING effect::text,
                                    ALTER COLUMN reader TYPE text USING reader::text;
 DROP FUNCTION toolgate.binding_fault(regprocedure, text);
+-- The schema names of a search_path setting as a function's proconfig keeps it ('pg_catalog,
+-- shop, pg_temp', '"My Shop", pg_temp'), each as PostgreSQL reads it: a quoted name unquoted, any
+-- other downcased. NULL when the setting is not a plain list of names (it is then refused).
+CREATE FUNCTION toolgate.search_path_names(setting text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN setting ~ '^\s*("([^"]|"")+"|[^",\s]+)(\s*,\s*("([^"]|"")+"|[^",\s]+))*\s*$' THEN
+        (SELECT pg_catalog.array_agg(CASE WHEN pg_catalog.starts_with(m[1], '"')
+                                          THEN pg_catalog.replace(pg_catalog.substr(m[1], 2, pg_catalog.length(m[1]) - 2), '""', '"')
+                                          ELSE pg_catalog.lower(m[1]) END ORDER BY n)
+           FROM pg_catalog.regexp_matches(setting, '("(?:[^"]|"")+"|[^",\s]+)', 'g') WITH ORDINALITY AS t(m, n))
+    END
+$$;
+
 -- Why the function named `fn` (a signature, as tool_bindings keeps it) may not be bound (NULL: it
--- may; no name: nothing to check). Checked by define_tool and again by the gate at every use, so
--- a function changed after its definition fails closed (BLOCKED tool_misconfigured): it must
--- exist with the binding signature, be SECURITY DEFINER with a pinned search_path, be
--- owned by a role that is not a superuser and that no agent login can act as, and be executable
--- by neither PUBLIC nor any member of toolgate_agent (the application must never reach an
--- effect around the gate).
+-- may; no name: nothing to check). Checked by define_tool and again by the gate at every use
+-- (its verdict kept until a function, a role, a membership or a schema changes), so a function
+-- changed after its definition fails closed (BLOCKED tool_misconfigured). It must:
+--   * exist with the binding signature and be SECURITY DEFINER;
+--   * be owned by a role that is neither a superuser nor BYPASSRLS (row-level security must bind
+--     it) and that no agent login can act as;
+--   * pin a search_path that ends with pg_temp (else the caller's temporary schema is searched
+--     first), names no $user and no schema that does not exist, and in whose schemas (and the
+--     function's own) neither PUBLIC nor any role an agent login can reach (SET ROLE included,
+--     through NOINHERIT roles too) may CREATE: a bound function runs in the agent's backend, so
+--     an object the agent could plant where its path resolves would run as the function's owner;
+--   * be executable by neither PUBLIC nor any role an agent login can reach (the application must
+--     never reach an effect around the gate).
+-- "An agent login": any role that is a member of toolgate_agent and not a superuser.
 CREATE FUNCTION toolgate.binding_fault(fn text, what text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH f AS (
+        SELECT p.*, o.rolsuper AS owner_super, o.rolbypassrls AS owner_bypassrls,
+               toolgate.search_path_names((SELECT pg_catalog.substr(c, 13) FROM pg_catalog.unnest(p.proconfig) c
+                                            WHERE pg_catalog.starts_with(c, 'search_path=') LIMIT 1)) AS path
+          FROM pg_catalog.pg_proc p LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+         WHERE p.oid = pg_catalog.to_regprocedure(fn)
+    ), reach AS (
+        SELECT x.oid FROM pg_catalog.pg_roles x
+         WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles a
+                        WHERE NOT a.rolsuper AND pg_catalog.pg_has_role(a.oid, 'toolgate_agent', 'MEMBER')
+                          AND pg_catalog.pg_has_role(a.oid, x.oid, 'MEMBER'))
+    ), schemas AS (
+        SELECT s.name, n.oid, n.nspacl, n.nspowner
+          FROM f, LATERAL (SELECT pg_catalog.unnest(f.path) AS name
+                           UNION SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE n.oid = f.pronamespace) s
+          LEFT JOIN pg_catalog.pg_namespace n
+                 ON n.oid = pg_catalog.to_regnamespace(pg_catalog.quote_ident(s.name))
+         WHERE s.name <> 'pg_temp'
+    )
+    SELECT CASE
+        WHEN fn IS NULL THEN NULL
+        WHEN f.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn)
+        WHEN f.prokind <> 'f' OR f.proretset OR f.prorettype <> 'jsonb'::regtype
+             OR f.pronargs <> 2 OR f.proargtypes[0] <> 'jsonb'::regtype OR f.proargtypes[1] <> 'jsonb'::regtype
+            THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
+        WHEN NOT f.prosecdef THEN pg_catalog.format('%s function %s must be SECURITY DEFINER', what, fn)
+        WHEN f.owner_super THEN pg_catalog.format('%s function %s must not be owned by a superuser', what, fn)
+        WHEN f.owner_bypassrls
+            THEN pg_catalog.format('%s function %s must not be owned by a role with BYPASSRLS', what, fn)
+        WHEN f.path IS NULL
+            THEN pg_catalog.format('%s function %s must pin its search_path (SET search_path = …, pg_temp)', what, fn)
+        WHEN f.path[pg_catalog.cardinality(f.path)] <> 'pg_temp'
+             OR 'pg_temp' = ANY (f.path[1:pg_catalog.cardinality(f.path) - 1])
+            THEN pg_catalog.format('%s function %s must end its search_path with pg_temp, listed once', what, fn)
+        WHEN '$user' = ANY (f.path)
+            THEN pg_catalog.format('%s function %s must not have $user in its search_path', what, fn)
+        WHEN EXISTS (SELECT 1 FROM schemas s WHERE s.oid IS NULL OR s.name ~ '^pg_(toast_)?temp_')
+            THEN pg_catalog.format('%s function %s has a schema on its search_path that does not exist: %s', what, fn,
+                                   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY s.name) FROM schemas s
+                                     WHERE s.oid IS NULL OR s.name ~ '^pg_(toast_)?temp_'))
+        WHEN EXISTS (SELECT 1 FROM schemas s
+                      WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(s.nspacl, pg_catalog.acldefault('n', s.nspowner))) a
+                                     WHERE a.privilege_type = 'CREATE'
+                                       AND (a.grantee = 0 OR a.grantee IN (SELECT reach.oid FROM reach)))
+                         OR s.nspowner IN (SELECT reach.oid FROM reach))
+            THEN pg_catalog.format('%s function %s searches a schema where PUBLIC or an agent login may CREATE: %s', what, fn,
+                                   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY s.name) FROM schemas s
+                                     WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(s.nspacl, pg_catalog.acldefault('n', s.nspowner))) a
+                                                    WHERE a.privilege_type = 'CREATE'
+                                                      AND (a.grantee = 0 OR a.grantee IN (SELECT reach.oid FROM reach)))
+                                        OR s.nspowner IN (SELECT reach.oid FROM reach)))
+        WHEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(f.proacl, pg_catalog.acldefault('f', f.proowner))) a
+                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+            THEN pg_catalog.format('%s function %s must not be executable by PUBLIC', what, fn)
+        WHEN f.proowner IN (SELECT reach.oid FROM reach)
+             OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(f.proacl, pg_catalog.acldefault('f', f.proowner))) a
+                         WHERE a.privilege_type = 'EXECUTE' AND a.grantee IN (SELECT reach.oid FROM reach))
+            THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or a role its members can reach', what, fn)
+    END
+    FROM (SELECT 1) one LEFT JOIN f ON true
+$$;
+REVOKE ALL ON FUNCTION toolgate.binding_fault(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION toolgate.search_path_names(text) FROM PUBLIC;
+
+-- Why the role `who`, defining a tool, may not bind the function `fn` (NULL: it may): it must be
+-- able to name it (USAGE on its schema) and to execute it. define_tool takes a regprocedure, which
+-- an OID can fill: without this, a delegated admin could bind, and read through explain_call, a
+-- function it has no right to.
+CREATE FUNCTION toolgate.definer_fault(who text, fn regprocedure, what text) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN fn IS NULL THEN NULL
-        WHEN p.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn)
-        WHEN p.prokind <> 'f' OR p.proretset OR p.prorettype <> 'jsonb'::regtype
-             OR p.pronargs <> 2 OR p.proargtypes[0] <> 'jsonb'::regtype OR p.proargtypes[1] <> 'jsonb'::regtype
-            THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
-        WHEN NOT p.prosecdef THEN pg_catalog.format('%s function %s must be SECURITY DEFINER', what, fn)
-        WHEN o.rolsuper THEN pg_catalog.format('%s function %s must not be owned by a superuser', what, fn)
-        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
-            THEN pg_catalog.format('%s function %s must pin its search_path (SET search_path = …)', what, fn)
-        WHEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
-                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-            THEN pg_catalog.format('%s function %s must not be executable by PUBLIC', what, fn)
-        WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
-                      WHERE NOT r.rolsuper AND pg_catalog.pg_has_role(r.oid, 'toolgate_agent', 'MEMBER')
-                        AND (pg_catalog.has_function_privilege(r.oid, p.oid, 'EXECUTE')
-                             OR pg_catalog.pg_has_role(r.oid, p.proowner, 'MEMBER')))
-            THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or its members', what, fn)
+        WHEN NOT pg_catalog.has_schema_privilege(who, p.pronamespace, 'USAGE')
+          OR NOT pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE')
+            THEN pg_catalog.format('%s may not bind %s function %s: it needs USAGE on its schema and EXECUTE on it',
+                                   who, what, fn)
     END
-    FROM (SELECT pg_catalog.to_regprocedure(fn) AS oid) f
-    LEFT JOIN pg_catalog.pg_proc p ON p.oid = f.oid
-    LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+    FROM pg_catalog.pg_proc p WHERE p.oid = fn
 $$;
-REVOKE ALL ON FUNCTION toolgate.binding_fault(text, text) FROM PUBLIC;
+
+-- A warning for define_tool (NULL: none): the owner of `fn` owns tables with row-level security
+-- enabled but not forced, which their owner is not bound by, so a function without a tenant
+-- filter of its own would cross tenants there.
+CREATE FUNCTION toolgate.binding_warning(fn regprocedure, what text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('%s function %s is owned by %s, which owns %s table(s) whose row-level security does not bind their owner (%s): a binding role that does not own the tables, or FORCE ROW LEVEL SECURITY, keeps tenants apart',
+                             what, fn, p.proowner::regrole, pg_catalog.count(*),
+                             pg_catalog.string_agg(c.oid::regclass::text, ', ' ORDER BY c.oid::regclass::text))
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_class c ON c.relowner = p.proowner
+     WHERE p.oid = fn AND c.relkind IN ('r', 'p') AND c.relrowsecurity AND NOT c.relforcerowsecurity
+     GROUP BY p.proowner
+$$;
+
+REVOKE ALL ON FUNCTION toolgate.definer_fault(text, regprocedure, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION toolgate.binding_warning(regprocedure, text) FROM PUBLIC;
 
 DROP FUNCTION toolgate.invoke_binding(regprocedure, jsonb, jsonb);
 DROP FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text);
@@ -84,7 +189,8 @@ CREATE FUNCTION toolgate.define_tool(
     effect regprocedure,
     value regprocedure DEFAULT NULL,
     consent text DEFAULT NULL,
-    target_states text[] DEFAULT NULL
+    target_states text[] DEFAULT NULL,
+    amounts text DEFAULT 'positive'
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -99,6 +205,10 @@ BEGIN
        OR target IS NULL OR effect IS NULL THEN
         RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
             USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF amounts IS NULL OR amounts NOT IN ('positive', 'non_negative', 'any') THEN
+        RAISE EXCEPTION 'amounts is positive (more than zero, the default), non_negative (zero allowed) or any (credits allowed), not %',
+            coalesce(amounts, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF array_position(target_states, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'target_states holds state names, not NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -115,6 +225,16 @@ BEGIN
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
     END IF;
+    fault := coalesce(toolgate.definer_fault(who, target, 'target'), toolgate.definer_fault(who, effect, 'effect'),
+                      toolgate.definer_fault(who, value, 'value'));
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    FOR fault IN SELECT w FROM pg_catalog.unnest(ARRAY[toolgate.binding_warning(target, 'target'),
+                     toolgate.binding_warning(effect, 'effect'), toolgate.binding_warning(value, 'value')]) w
+                  WHERE w IS NOT NULL LOOP
+        RAISE WARNING '%', fault;
+    END LOOP;
     PERFORM toolgate.check_tool_schema(schema);
     IF NOT coalesce(schema->'required' ? 'idempotency_key', false)
        OR schema->'properties'->'idempotency_key'->>'type' IS DISTINCT FROM 'string' THEN
@@ -127,12 +247,12 @@ BEGIN
 
     PERFORM toolgate.record_tool(tool, 'write', description, sensitive, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
-    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, version,
-                                             defined_by)
-    VALUES (tool, 'write', target::text, value::text, effect::text, consent, target_states, 1, who)
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, amounts,
+                                             version, defined_by)
+    VALUES (tool, 'write', target::text, value::text, effect::text, consent, target_states, amounts, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
-        target_states = excluded.target_states,
+        target_states = excluded.target_states, amounts = excluded.amounts,
         version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
@@ -177,6 +297,10 @@ BEGIN
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
     END IF;
+    fault := toolgate.definer_fault(who, reader, 'reader');
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
+    END IF;
     PERFORM toolgate.check_tool_schema(schema);
 
     PERFORM toolgate.record_tool(tool, 'read', description, false, schema, who);
@@ -218,12 +342,12 @@ COMMENT ON FUNCTION toolgate.read_order(text, text) IS
 COMMENT ON FUNCTION toolgate.call(text, text, text, jsonb) IS
     'Call any write tool defined with define_tool: the whole gate runs.';
 COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text,
-                                         text[]) IS
+                                         text[], text) IS
     'Define or redefine a write tool bound to the DBA''s own functions; versioned in tool_history.';
 REVOKE ALL ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure,
-                                            text, text[]) FROM PUBLIC;
+                                            text, text[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure,
-                                               text, text[]) TO toolgate_admin;
+                                               text, text[], text) TO toolgate_admin;
 
 -- The effects the gate made are its audit rows: the ERP's tables are the DBA's.
 DROP VIEW toolgate.panel;
@@ -269,10 +393,19 @@ GRANT SELECT ON toolgate.panel, toolgate.effects TO toolgate_auditor, toolgate_a
 --    security, with the rows it had.
 ------------------------------------------------------------------------------------------------
 
+-- A role of that name made before (by hand, or by an earlier run) is used only if it is the same
+-- kind of role: one that can log in, or has members, is refused (its members would act as the
+-- ERP's owner).
 DO $$
 BEGIN
     CREATE ROLE maintenance_owner NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN NULL;
+EXCEPTION WHEN duplicate_object THEN
+    IF EXISTS (SELECT FROM pg_catalog.pg_authid a WHERE a.rolname = 'maintenance_owner'
+                  AND (a.rolcanlogin OR a.rolpassword IS NOT NULL OR a.rolsuper OR a.rolbypassrls))
+       OR EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = 'maintenance_owner'::regrole) THEN
+        RAISE EXCEPTION 'role maintenance_owner already exists and can log in, has a password, an attribute or members'
+            USING ERRCODE = 'invalid_object_definition';
+    END IF;
 END
 $$;
 GRANT USAGE ON SCHEMA toolgate TO maintenance_owner;
@@ -515,3 +648,316 @@ SELECT toolgate.set_policy(p.tenant_id, 'read_order', allowed => true, roles => 
 
 -- Every tool is someone's now.
 ALTER TABLE toolgate.tools ALTER COLUMN defined_by SET NOT NULL;
+
+------------------------------------------------------------------------------------------------
+-- Hardening: large objects and CREATE in schemas (a bound function's search_path) are taken away
+-- from the agent login and reported.
+------------------------------------------------------------------------------------------------
+
+-- The functions of pg_catalog that create a large object, every overload: PUBLIC may execute
+-- them by default, each call can store up to 1 GB, and what they store outlives the session.
+CREATE FUNCTION toolgate.large_object_functions() RETURNS SETOF pg_catalog.regprocedure
+LANGUAGE sql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT p.oid::pg_catalog.regprocedure
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'pg_catalog'::pg_catalog.regnamespace
+       AND p.proname = ANY (ARRAY['lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import'])
+     ORDER BY p.oid::pg_catalog.regprocedure::text
+$$;
+REVOKE ALL ON FUNCTION toolgate.large_object_functions() FROM PUBLIC;
+
+-- Harden one agent login in the current database. Refuses (22023, nothing done) a login
+-- hardening_refuse_unfit refuses, a connection_limit below 1 or one that would leave no slot to
+-- anyone else, and a timeout that is not between 1 ms and 2147483647 ms. Otherwise, in one
+-- transaction, it runs and returns these statements, in this order:
+--   ALTER ROLE login CONNECTION LIMIT n                              (the whole cluster)
+--   ALTER ROLE login IN DATABASE db SET statement_timeout = '…ms'   (this database)
+--   ALTER ROLE login IN DATABASE db SET idle_in_transaction_session_timeout = '…ms'
+--   REVOKE EXECUTE ON FUNCTION <every advisory-lock function> FROM PUBLIC, <the login and every
+--          role it can SET ROLE to>
+--   GRANT EXECUTE ON FUNCTION <the same> TO <every other role>
+--   REVOKE TEMPORARY ON DATABASE db FROM PUBLIC, <the login and every role it can SET ROLE to>
+--   GRANT TEMPORARY ON DATABASE db TO <every other role>
+--   REVOKE EXECUTE ON FUNCTION <every large-object creating function> FROM PUBLIC, <the same>
+--   GRANT EXECUTE ON FUNCTION <the same> TO <every other role>
+--   REVOKE CREATE ON SCHEMA public FROM PUBLIC, <the same>        (when the schema public exists)
+--   GRANT CREATE ON SCHEMA public TO <every other role>           (only if PUBLIC had CREATE there:
+--          PostgreSQL 14's default, kept by pg_upgrade; an object planted in public would run in
+--          any function whose search_path lists it)
+-- "Every other role": every role that exists now, is not a superuser (they need no grant), not a
+-- pg_* predefined role, not a member of toolgate_agent and not a role the login can SET ROLE to.
+-- A GRANT with no such role is left out. Running it again is safe and grants roles created since.
+-- Only the extension owner may execute it (finalize.sql grants it to nobody), and the owner must
+-- be a superuser: nobody else may change privileges on pg_catalog's functions.
+CREATE OR REPLACE FUNCTION toolgate.harden_agent_login(
+    login pg_catalog.regrole,
+    connection_limit integer DEFAULT 10,
+    statement_timeout interval DEFAULT interval '15 seconds',
+    idle_in_transaction_session_timeout interval DEFAULT interval '30 seconds'
+) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    db text := pg_catalog.current_database();
+    name text;
+    slots integer := pg_catalog.current_setting('max_connections')::integer
+                   - pg_catalog.current_setting('superuser_reserved_connections')::integer;
+    statement_ms numeric;
+    idle_ms numeric;
+    functions text;
+    lo_functions text;
+    public_create boolean;
+    reach text;
+    others text;
+    stmt text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER AND r.rolsuper) THEN
+        RAISE EXCEPTION 'toolgate.harden_agent_login must be owned by a superuser; % is not one', CURRENT_USER
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM toolgate.hardening_refuse_unfit(login);
+    IF connection_limit IS NULL OR connection_limit < 1 OR connection_limit >= slots THEN
+        RAISE EXCEPTION 'connection_limit must be between 1 and % (max_connections - superuser_reserved_connections - 1), not %',
+            slots - 1, coalesce(connection_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    statement_ms := pg_catalog.round(EXTRACT(epoch FROM harden_agent_login.statement_timeout) * 1000);
+    idle_ms := pg_catalog.round(EXTRACT(epoch FROM harden_agent_login.idle_in_transaction_session_timeout) * 1000);
+    IF statement_ms IS NULL OR statement_ms NOT BETWEEN 1 AND 2147483647 THEN
+        RAISE EXCEPTION 'statement_timeout must be between 1 ms and 2147483647 ms, not %',
+            coalesce(harden_agent_login.statement_timeout::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF idle_ms IS NULL OR idle_ms NOT BETWEEN 1 AND 2147483647 THEN
+        RAISE EXCEPTION 'idle_in_transaction_session_timeout must be between 1 ms and 2147483647 ms, not %',
+            coalesce(harden_agent_login.idle_in_transaction_session_timeout::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    SELECT r.rolname INTO name FROM pg_catalog.pg_roles r WHERE r.oid = login;
+    SELECT pg_catalog.string_agg('pg_catalog.' || f::text, ', ' ORDER BY f::text)
+      INTO functions FROM toolgate.advisory_lock_functions() f;
+    SELECT pg_catalog.string_agg('pg_catalog.' || f::text, ', ' ORDER BY f::text)
+      INTO lo_functions FROM toolgate.large_object_functions() f;
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a
+                    WHERE a.grantee = 0 AND a.privilege_type = 'CREATE')
+      INTO public_create FROM pg_catalog.pg_namespace n WHERE n.nspname = 'public';
+    SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+      INTO reach FROM pg_catalog.pg_roles r
+     WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER');
+    SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+      INTO others FROM pg_catalog.pg_roles r
+     WHERE r.rolname !~ '^pg_'
+       AND NOT r.rolsuper
+       AND NOT pg_catalog.pg_has_role(r.oid, 'toolgate_agent', 'MEMBER')
+       AND NOT pg_catalog.pg_has_role(login, r.oid, 'MEMBER');
+
+    FOR stmt IN
+        SELECT s FROM pg_catalog.unnest(ARRAY[
+            pg_catalog.format('ALTER ROLE %I CONNECTION LIMIT %s', name, connection_limit),
+            pg_catalog.format('ALTER ROLE %I IN DATABASE %I SET statement_timeout = %L',
+                              name, db, statement_ms || 'ms'),
+            pg_catalog.format('ALTER ROLE %I IN DATABASE %I SET idle_in_transaction_session_timeout = %L',
+                              name, db, idle_ms || 'ms'),
+            pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, %s', functions, reach),
+            CASE WHEN others IS NOT NULL
+                 THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', functions, others) END,
+            pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC, %s', db, reach),
+            CASE WHEN others IS NOT NULL
+                 THEN pg_catalog.format('GRANT TEMPORARY ON DATABASE %I TO %s', db, others) END,
+            pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, %s', lo_functions, reach),
+            CASE WHEN others IS NOT NULL
+                 THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', lo_functions, others) END,
+            CASE WHEN public_create IS NOT NULL
+                 THEN pg_catalog.format('REVOKE CREATE ON SCHEMA public FROM PUBLIC, %s', reach) END,
+            CASE WHEN public_create AND others IS NOT NULL
+                 THEN pg_catalog.format('GRANT CREATE ON SCHEMA public TO %s', others) END
+        ]) WITH ORDINALITY AS t(s, i)
+         WHERE s IS NOT NULL  -- no other role: no GRANT
+         ORDER BY i
+    LOOP
+        EXECUTE stmt;
+        RETURN NEXT stmt;
+    END LOOP;
+END
+$$;
+
+-- How a login stands in the current database, one row per check. Refuses what
+-- harden_agent_login refuses. Checks:
+--   connection_limit            the role has a connection limit (not -1)
+--   statement_timeout           a role default above 0 applies in this database (ALTER ROLE …
+--   idle_in_transaction_session_timeout   IN DATABASE, or for every database)
+--   advisory_lock_functions     neither the login nor a role it can SET ROLE to may execute one
+--   temporary_tables            neither the login nor a role it can SET ROLE to has TEMPORARY here
+--   large_objects               neither may execute a function that creates a large object
+--   schema_create               neither may CREATE in any schema of this database (an object it
+--                               planted where a bound function's search_path resolves would run
+--                               as that function's owner; define_tool refuses such paths too)
+--   other_databases             it may CONNECT to no other database of the cluster (the lock
+--                               table is the cluster's: a login that connects elsewhere can fill
+--                               it there). pg_hba.conf is not looked at.
+--   lock_table                  (connection limit + max_prepared_transactions) × the relation
+--                               locks one of its transactions can hold fits in half of the shared
+--                               lock table, max_locks_per_transaction × (max_connections +
+--                               max_prepared_transactions). Relation locks one transaction can
+--                               hold, an estimate: every table, view and index of pg_catalog and
+--                               information_schema (views reach the tables under them), every
+--                               other relation it may read, and their indexes and TOAST tables.
+CREATE OR REPLACE FUNCTION toolgate.hardening_report(login pg_catalog.regrole)
+RETURNS TABLE (check_name text, ok boolean, detail text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    db pg_catalog.oid;
+    name text;
+    limit_set integer;
+    setting text;
+    value text;
+    in_db boolean;
+    ms numeric;
+    n integer;
+    list text;
+    max_locks integer := pg_catalog.current_setting('max_locks_per_transaction')::integer;
+    max_conn integer := pg_catalog.current_setting('max_connections')::integer;
+    max_prep integer := pg_catalog.current_setting('max_prepared_transactions')::integer;
+    slots integer := pg_catalog.current_setting('max_connections')::integer
+                   - pg_catalog.current_setting('superuser_reserved_connections')::integer;
+    holders integer;
+    per_xact bigint;
+    capacity bigint;
+BEGIN
+    PERFORM toolgate.hardening_refuse_unfit(login);
+    SELECT d.oid INTO db FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database();
+    SELECT r.rolname, r.rolconnlimit INTO name, limit_set FROM pg_catalog.pg_roles r WHERE r.oid = login;
+
+    check_name := 'connection_limit';
+    ok := limit_set >= 0;
+    detail := CASE WHEN ok THEN pg_catalog.format('%s may open at most %s connections', name, limit_set)
+                   ELSE pg_catalog.format('%s has no connection limit: it may take all %s connection slots not reserved for superusers',
+                                          name, slots) END;
+    RETURN NEXT;
+
+    FOREACH setting IN ARRAY ARRAY['statement_timeout', 'idle_in_transaction_session_timeout'] LOOP
+        value := NULL;
+        SELECT pg_catalog.substr(s.cfg, pg_catalog.length(setting) + 2), d.setdatabase <> 0
+          INTO value, in_db
+          FROM pg_catalog.pg_db_role_setting d
+               CROSS JOIN LATERAL pg_catalog.unnest(d.setconfig) AS s(cfg)
+         WHERE d.setrole = login
+           AND d.setdatabase IN (0, db)
+           AND pg_catalog.starts_with(s.cfg, setting || '=')
+         ORDER BY d.setdatabase DESC
+         LIMIT 1;
+        ms := toolgate.hardening_setting_ms(value);
+        check_name := setting;
+        ok := coalesce(ms > 0, false);
+        detail := CASE
+            WHEN value IS NULL THEN pg_catalog.format('%s has no default %s in database %s', name, setting,
+                                                      pg_catalog.current_database())
+            WHEN NOT ok THEN pg_catalog.format('%s''s default %s is %s: no timeout', name, setting, value)
+            ELSE pg_catalog.format('%s = %s, %s''s default %s (a default: the login can SET it away)',
+                                   setting, value, name,
+                                   CASE WHEN in_db THEN 'in database ' || pg_catalog.current_database()
+                                        ELSE 'in every database' END)
+        END;
+        RETURN NEXT;
+    END LOOP;
+
+    SELECT pg_catalog.count(*) INTO n FROM toolgate.advisory_lock_functions();
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s of %s)', e.rolname, e.executable, n), ', ' ORDER BY e.rolname)
+      INTO list
+      FROM (SELECT r.rolname, pg_catalog.count(*) AS executable
+              FROM toolgate.advisory_lock_functions() f, pg_catalog.pg_roles r
+             WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+               AND pg_catalog.has_function_privilege(r.oid, f::pg_catalog.oid, 'EXECUTE')
+             GROUP BY r.rolname) e;
+    check_name := 'advisory_lock_functions';
+    ok := n > 0 AND list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('none of the %s advisory-lock functions is executable by %s or a role it can SET ROLE to', n, name)
+                   ELSE 'advisory-lock functions executable in this database by ' || list END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname)
+      INTO list
+      FROM pg_catalog.pg_roles r
+     WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+       AND pg_catalog.has_database_privilege(r.oid, db, 'TEMPORARY');
+    check_name := 'temporary_tables';
+    ok := list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('neither %s nor a role it can SET ROLE to may create temporary tables in database %s',
+                                                  name, pg_catalog.current_database())
+                   ELSE pg_catalog.format('TEMPORARY on database %s: %s', pg_catalog.current_database(), list) END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.count(*) INTO n FROM toolgate.large_object_functions();
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s of %s)', e.rolname, e.executable, n), ', ' ORDER BY e.rolname)
+      INTO list
+      FROM (SELECT r.rolname, pg_catalog.count(*) AS executable
+              FROM toolgate.large_object_functions() f, pg_catalog.pg_roles r
+             WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+               AND pg_catalog.has_function_privilege(r.oid, f::pg_catalog.oid, 'EXECUTE')
+             GROUP BY r.rolname) e;
+    check_name := 'large_objects';
+    ok := n > 0 AND list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('none of the %s large-object creating functions is executable by %s or a role it can SET ROLE to', n, name)
+                   ELSE 'large-object creating functions executable in this database by ' || list END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', s.nspname, s.roles), ', ' ORDER BY s.nspname)
+      INTO list
+      FROM (SELECT n.nspname::text, pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname) AS roles
+              FROM pg_catalog.pg_namespace n, pg_catalog.pg_roles r
+             WHERE n.nspname !~ '^pg_(toast|temp_|toast_temp_)'
+               AND pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+               AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE')
+             GROUP BY n.nspname) s;
+    check_name := 'schema_create';
+    ok := list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('neither %s nor a role it can SET ROLE to may CREATE in a schema of database %s',
+                                                  name, pg_catalog.current_database())
+                   ELSE pg_catalog.format('CREATE in database %s: %s', pg_catalog.current_database(), list) END;
+    RETURN NEXT;
+
+    SELECT pg_catalog.string_agg(pg_catalog.quote_ident(d.datname), ', ' ORDER BY d.datname)
+      INTO list
+      FROM pg_catalog.pg_database d
+     WHERE d.oid <> db
+       AND d.datallowconn
+       AND d.datconnlimit <> 0
+       AND pg_catalog.has_database_privilege(login, d.oid, 'CONNECT');
+    check_name := 'other_databases';
+    ok := list IS NULL;
+    detail := CASE WHEN ok THEN pg_catalog.format('%s may CONNECT to no other database (pg_hba.conf not checked)', name)
+                   ELSE pg_catalog.format('%s may CONNECT to %s, where it can fill the cluster''s lock table: REVOKE CONNECT ON DATABASE … FROM PUBLIC there, or reject it in pg_hba.conf (which this report does not read)',
+                                          name, list) END;
+    RETURN NEXT;
+
+    WITH reach AS (
+        SELECT r.oid FROM pg_catalog.pg_roles r WHERE pg_catalog.pg_has_role(login, r.oid, 'MEMBER')
+    ), readable AS (
+        SELECT c.oid, c.reltoastrelid
+          FROM pg_catalog.pg_class c
+         WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
+           AND (c.relnamespace IN ('pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace)
+                OR EXISTS (SELECT 1 FROM reach
+                            WHERE pg_catalog.has_any_column_privilege(reach.oid, c.oid, 'SELECT')))
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM readable)
+         + (SELECT pg_catalog.count(*) FROM pg_catalog.pg_index i WHERE i.indrelid IN (SELECT readable.oid FROM readable))
+         + 2 * (SELECT pg_catalog.count(*) FROM readable WHERE readable.reltoastrelid <> 0)
+      INTO per_xact;
+    holders := CASE WHEN limit_set < 0 OR limit_set > slots THEN slots ELSE limit_set END + max_prep;
+    capacity := max_locks::bigint * (max_conn + max_prep);
+    check_name := 'lock_table';
+    ok := holders * per_xact <= capacity / 2;
+    detail := pg_catalog.format(
+        '%s %s%s × up to %s relation locks each = %s, %s half of the shared lock table (%s = max_locks_per_transaction %s × (max_connections %s + max_prepared_transactions %s))',
+        holders - max_prep,
+        CASE WHEN limit_set < 0 THEN 'connections (no limit)' ELSE 'connections' END,
+        CASE WHEN max_prep > 0 THEN pg_catalog.format(' + %s prepared transactions', max_prep) ELSE '' END,
+        per_xact, holders * per_xact, CASE WHEN ok THEN 'within' ELSE 'over' END,
+        capacity, max_locks, max_conn, max_prep);
+    RETURN NEXT;
+END
+$$;

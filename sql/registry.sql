@@ -18,11 +18,14 @@
 -- own). Placeholders {tenant}, {tool}, {target.NAME} (any field of the target's object),
 -- {value.NAME} (any field of the value's object; amount and available shown as money) and
 -- {args.NAME}; the gate fills and quotes every value.
+-- amounts: what a write tool's value function may answer (else value_over_limit): positive (more
+-- than zero, the default), non_negative (zero too) or any (credits, below zero, too). Amounts are
+-- rounded by the gate to the minor unit (two places, half away from zero) before anything sees them.
 -- target_states: the states (the ERP's own names) the target may be in for this tool; a tenant's
 -- policy row may name its own (toolgate.set_policy's target_states). NULL in both: any state.
 -- A read tool (define_read_tool) has one function instead:
 --   reader  returns what was asked, in ctx->>'tenant', or NULL (target_not_found); the strings at
---           the JSON Pointers in `untrusted` (a segment * is every element of an array) come back
+--           the JSON Pointers in `untrusted` (a segment * is every element of an array or member of an object; every string below a pointer, keys too, is marked) come back
 --           marked as untrusted third-party data. Nothing a reader writes is kept.
 -- Each function is kept as its signature, schema-qualified as regprocedure prints it
 -- ('shop.invoice(jsonb,jsonb)'), and found again by that name at every use: not as a regprocedure
@@ -41,6 +44,7 @@ CREATE TABLE toolgate.tool_bindings (
     defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     defined_by text NOT NULL,
     target_states text[] CHECK (array_position(target_states, NULL) IS NULL),
+    amounts    text CHECK (amounts IN ('positive', 'non_negative', 'any')),
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
                      ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
                           AND consent IS NULL AND target_states IS NULL END)
@@ -65,38 +69,129 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history_history_id_seq
 CREATE TRIGGER tool_bindings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 
+-- The schema names of a search_path setting as a function's proconfig keeps it ('pg_catalog,
+-- shop, pg_temp', '"My Shop", pg_temp'), each as PostgreSQL reads it: a quoted name unquoted, any
+-- other downcased. NULL when the setting is not a plain list of names (it is then refused).
+CREATE FUNCTION toolgate.search_path_names(setting text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN setting ~ '^\s*("([^"]|"")+"|[^",\s]+)(\s*,\s*("([^"]|"")+"|[^",\s]+))*\s*$' THEN
+        (SELECT pg_catalog.array_agg(CASE WHEN pg_catalog.starts_with(m[1], '"')
+                                          THEN pg_catalog.replace(pg_catalog.substr(m[1], 2, pg_catalog.length(m[1]) - 2), '""', '"')
+                                          ELSE pg_catalog.lower(m[1]) END ORDER BY n)
+           FROM pg_catalog.regexp_matches(setting, '("(?:[^"]|"")+"|[^",\s]+)', 'g') WITH ORDINALITY AS t(m, n))
+    END
+$$;
+
 -- Why the function named `fn` (a signature, as tool_bindings keeps it) may not be bound (NULL: it
--- may; no name: nothing to check). Checked by define_tool and again by the gate at every use, so
--- a function changed after its definition fails closed (BLOCKED tool_misconfigured): it must
--- exist with the binding signature, be SECURITY DEFINER with a pinned search_path, be
--- owned by a role that is not a superuser and that no agent login can act as, and be executable
--- by neither PUBLIC nor any member of toolgate_agent (the application must never reach an
--- effect around the gate).
+-- may; no name: nothing to check). Checked by define_tool and again by the gate at every use
+-- (its verdict kept until a function, a role, a membership or a schema changes), so a function
+-- changed after its definition fails closed (BLOCKED tool_misconfigured). It must:
+--   * exist with the binding signature and be SECURITY DEFINER;
+--   * be owned by a role that is neither a superuser nor BYPASSRLS (row-level security must bind
+--     it) and that no agent login can act as;
+--   * pin a search_path that ends with pg_temp (else the caller's temporary schema is searched
+--     first), names no $user and no schema that does not exist, and in whose schemas (and the
+--     function's own) neither PUBLIC nor any role an agent login can reach (SET ROLE included,
+--     through NOINHERIT roles too) may CREATE: a bound function runs in the agent's backend, so
+--     an object the agent could plant where its path resolves would run as the function's owner;
+--   * be executable by neither PUBLIC nor any role an agent login can reach (the application must
+--     never reach an effect around the gate).
+-- "An agent login": any role that is a member of toolgate_agent and not a superuser.
 CREATE FUNCTION toolgate.binding_fault(fn text, what text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH f AS (
+        SELECT p.*, o.rolsuper AS owner_super, o.rolbypassrls AS owner_bypassrls,
+               toolgate.search_path_names((SELECT pg_catalog.substr(c, 13) FROM pg_catalog.unnest(p.proconfig) c
+                                            WHERE pg_catalog.starts_with(c, 'search_path=') LIMIT 1)) AS path
+          FROM pg_catalog.pg_proc p LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+         WHERE p.oid = pg_catalog.to_regprocedure(fn)
+    ), reach AS (
+        SELECT x.oid FROM pg_catalog.pg_roles x
+         WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles a
+                        WHERE NOT a.rolsuper AND pg_catalog.pg_has_role(a.oid, 'toolgate_agent', 'MEMBER')
+                          AND pg_catalog.pg_has_role(a.oid, x.oid, 'MEMBER'))
+    ), schemas AS (
+        SELECT s.name, n.oid, n.nspacl, n.nspowner
+          FROM f, LATERAL (SELECT pg_catalog.unnest(f.path) AS name
+                           UNION SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE n.oid = f.pronamespace) s
+          LEFT JOIN pg_catalog.pg_namespace n
+                 ON n.oid = pg_catalog.to_regnamespace(pg_catalog.quote_ident(s.name))
+         WHERE s.name <> 'pg_temp'
+    )
+    SELECT CASE
+        WHEN fn IS NULL THEN NULL
+        WHEN f.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn)
+        WHEN f.prokind <> 'f' OR f.proretset OR f.prorettype <> 'jsonb'::regtype
+             OR f.pronargs <> 2 OR f.proargtypes[0] <> 'jsonb'::regtype OR f.proargtypes[1] <> 'jsonb'::regtype
+            THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
+        WHEN NOT f.prosecdef THEN pg_catalog.format('%s function %s must be SECURITY DEFINER', what, fn)
+        WHEN f.owner_super THEN pg_catalog.format('%s function %s must not be owned by a superuser', what, fn)
+        WHEN f.owner_bypassrls
+            THEN pg_catalog.format('%s function %s must not be owned by a role with BYPASSRLS', what, fn)
+        WHEN f.path IS NULL
+            THEN pg_catalog.format('%s function %s must pin its search_path (SET search_path = …, pg_temp)', what, fn)
+        WHEN f.path[pg_catalog.cardinality(f.path)] <> 'pg_temp'
+             OR 'pg_temp' = ANY (f.path[1:pg_catalog.cardinality(f.path) - 1])
+            THEN pg_catalog.format('%s function %s must end its search_path with pg_temp, listed once', what, fn)
+        WHEN '$user' = ANY (f.path)
+            THEN pg_catalog.format('%s function %s must not have $user in its search_path', what, fn)
+        WHEN EXISTS (SELECT 1 FROM schemas s WHERE s.oid IS NULL OR s.name ~ '^pg_(toast_)?temp_')
+            THEN pg_catalog.format('%s function %s has a schema on its search_path that does not exist: %s', what, fn,
+                                   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY s.name) FROM schemas s
+                                     WHERE s.oid IS NULL OR s.name ~ '^pg_(toast_)?temp_'))
+        WHEN EXISTS (SELECT 1 FROM schemas s
+                      WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(s.nspacl, pg_catalog.acldefault('n', s.nspowner))) a
+                                     WHERE a.privilege_type = 'CREATE'
+                                       AND (a.grantee = 0 OR a.grantee IN (SELECT reach.oid FROM reach)))
+                         OR s.nspowner IN (SELECT reach.oid FROM reach))
+            THEN pg_catalog.format('%s function %s searches a schema where PUBLIC or an agent login may CREATE: %s', what, fn,
+                                   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY s.name) FROM schemas s
+                                     WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(s.nspacl, pg_catalog.acldefault('n', s.nspowner))) a
+                                                    WHERE a.privilege_type = 'CREATE'
+                                                      AND (a.grantee = 0 OR a.grantee IN (SELECT reach.oid FROM reach)))
+                                        OR s.nspowner IN (SELECT reach.oid FROM reach)))
+        WHEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(f.proacl, pg_catalog.acldefault('f', f.proowner))) a
+                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+            THEN pg_catalog.format('%s function %s must not be executable by PUBLIC', what, fn)
+        WHEN f.proowner IN (SELECT reach.oid FROM reach)
+             OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(f.proacl, pg_catalog.acldefault('f', f.proowner))) a
+                         WHERE a.privilege_type = 'EXECUTE' AND a.grantee IN (SELECT reach.oid FROM reach))
+            THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or a role its members can reach', what, fn)
+    END
+    FROM (SELECT 1) one LEFT JOIN f ON true
+$$;
+
+-- Why the role `who`, defining a tool, may not bind the function `fn` (NULL: it may): it must be
+-- able to name it (USAGE on its schema) and to execute it. define_tool takes a regprocedure, which
+-- an OID can fill: without this, a delegated admin could bind, and read through explain_call, a
+-- function it has no right to.
+CREATE FUNCTION toolgate.definer_fault(who text, fn regprocedure, what text) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN fn IS NULL THEN NULL
-        WHEN p.oid IS NULL THEN pg_catalog.format('%s function %s does not exist', what, fn)
-        WHEN p.prokind <> 'f' OR p.proretset OR p.prorettype <> 'jsonb'::regtype
-             OR p.pronargs <> 2 OR p.proargtypes[0] <> 'jsonb'::regtype OR p.proargtypes[1] <> 'jsonb'::regtype
-            THEN pg_catalog.format('%s function %s must take (ctx jsonb, args jsonb) and return jsonb', what, fn)
-        WHEN NOT p.prosecdef THEN pg_catalog.format('%s function %s must be SECURITY DEFINER', what, fn)
-        WHEN o.rolsuper THEN pg_catalog.format('%s function %s must not be owned by a superuser', what, fn)
-        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
-            THEN pg_catalog.format('%s function %s must pin its search_path (SET search_path = …)', what, fn)
-        WHEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
-                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-            THEN pg_catalog.format('%s function %s must not be executable by PUBLIC', what, fn)
-        WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
-                      WHERE NOT r.rolsuper AND pg_catalog.pg_has_role(r.oid, 'toolgate_agent', 'MEMBER')
-                        AND (pg_catalog.has_function_privilege(r.oid, p.oid, 'EXECUTE')
-                             OR pg_catalog.pg_has_role(r.oid, p.proowner, 'MEMBER')))
-            THEN pg_catalog.format('%s function %s must not be executable or owned by toolgate_agent or its members', what, fn)
+        WHEN NOT pg_catalog.has_schema_privilege(who, p.pronamespace, 'USAGE')
+          OR NOT pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE')
+            THEN pg_catalog.format('%s may not bind %s function %s: it needs USAGE on its schema and EXECUTE on it',
+                                   who, what, fn)
     END
-    FROM (SELECT pg_catalog.to_regprocedure(fn) AS oid) f
-    LEFT JOIN pg_catalog.pg_proc p ON p.oid = f.oid
-    LEFT JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+    FROM pg_catalog.pg_proc p WHERE p.oid = fn
+$$;
+
+-- A warning for define_tool (NULL: none): the owner of `fn` owns tables with row-level security
+-- enabled but not forced, which their owner is not bound by, so a function without a tenant
+-- filter of its own would cross tenants there.
+CREATE FUNCTION toolgate.binding_warning(fn regprocedure, what text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('%s function %s is owned by %s, which owns %s table(s) whose row-level security does not bind their owner (%s): a binding role that does not own the tables, or FORCE ROW LEVEL SECURITY, keeps tenants apart',
+                             what, fn, p.proowner::regrole, pg_catalog.count(*),
+                             pg_catalog.string_agg(c.oid::regclass::text, ', ' ORDER BY c.oid::regclass::text))
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_class c ON c.relowner = p.proowner
+     WHERE p.oid = fn AND c.relkind IN ('r', 'p') AND c.relrowsecurity AND NOT c.relforcerowsecurity
+     GROUP BY p.proowner
 $$;
 
 -- What every definition records: the tool's row (its row is the lock, so concurrent
@@ -132,7 +227,8 @@ CREATE FUNCTION toolgate.define_tool(
     effect regprocedure,
     value regprocedure DEFAULT NULL,
     consent text DEFAULT NULL,
-    target_states text[] DEFAULT NULL
+    target_states text[] DEFAULT NULL,
+    amounts text DEFAULT 'positive'
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -147,6 +243,10 @@ BEGIN
        OR target IS NULL OR effect IS NULL THEN
         RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
             USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF amounts IS NULL OR amounts NOT IN ('positive', 'non_negative', 'any') THEN
+        RAISE EXCEPTION 'amounts is positive (more than zero, the default), non_negative (zero allowed) or any (credits allowed), not %',
+            coalesce(amounts, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF array_position(target_states, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'target_states holds state names, not NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -163,6 +263,16 @@ BEGIN
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
     END IF;
+    fault := coalesce(toolgate.definer_fault(who, target, 'target'), toolgate.definer_fault(who, effect, 'effect'),
+                      toolgate.definer_fault(who, value, 'value'));
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    FOR fault IN SELECT w FROM pg_catalog.unnest(ARRAY[toolgate.binding_warning(target, 'target'),
+                     toolgate.binding_warning(effect, 'effect'), toolgate.binding_warning(value, 'value')]) w
+                  WHERE w IS NOT NULL LOOP
+        RAISE WARNING '%', fault;
+    END LOOP;
     PERFORM toolgate.check_tool_schema(schema);
     IF NOT coalesce(schema->'required' ? 'idempotency_key', false)
        OR schema->'properties'->'idempotency_key'->>'type' IS DISTINCT FROM 'string' THEN
@@ -175,12 +285,12 @@ BEGIN
 
     PERFORM toolgate.record_tool(tool, 'write', description, sensitive, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
-    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, version,
-                                             defined_by)
-    VALUES (tool, 'write', target::text, value::text, effect::text, consent, target_states, 1, who)
+    INSERT INTO toolgate.tool_bindings AS b (tool, kind, target, value, effect, consent, target_states, amounts,
+                                             version, defined_by)
+    VALUES (tool, 'write', target::text, value::text, effect::text, consent, target_states, amounts, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
-        target_states = excluded.target_states,
+        target_states = excluded.target_states, amounts = excluded.amounts,
         version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
@@ -226,6 +336,10 @@ BEGIN
     fault := toolgate.binding_fault(reader::text, 'reader');
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
+    END IF;
+    fault := toolgate.definer_fault(who, reader, 'reader');
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
     END IF;
     PERFORM toolgate.check_tool_schema(schema);
 
@@ -279,7 +393,7 @@ COMMENT ON FUNCTION toolgate.read_order(text, text) IS
 COMMENT ON FUNCTION toolgate.call(text, text, text, jsonb) IS
     'Call any write tool defined with define_tool: the whole gate runs.';
 COMMENT ON FUNCTION toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text,
-                                         text[]) IS
+                                         text[], text) IS
     'Define or redefine a write tool bound to the DBA''s own functions; versioned in tool_history.';
 COMMENT ON FUNCTION toolgate.read(text, text, jsonb) IS
     'Call a read tool defined with define_read_tool: third-party text comes back marked untrusted.';

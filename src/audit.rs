@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::time::Instant;
+use toolgate_core::contract::audit_path;
 use toolgate_core::outcome::{Outcome, Reply};
 use toolgate_core::token::Identity;
 
@@ -135,9 +136,13 @@ impl Audit {
             self.detail.extend(map.clone());
         }
         if !deny.errors.is_empty() {
-            // Where and which keyword, never the message (it may quote the caller's input).
-            let paths: Vec<Value> =
-                deny.errors.iter().map(|e| json!({"instancePath": e.instance_path, "keyword": e.keyword})).collect();
+            // Where (bounded: a path's names may be the model's, or a secret it pasted) and which
+            // keyword, never the message (it may quote the caller's input).
+            let paths: Vec<Value> = deny
+                .errors
+                .iter()
+                .map(|e| json!({"instancePath": audit_path(&e.instance_path), "keyword": e.keyword}))
+                .collect();
             self.detail.insert("errors".into(), Value::Array(paths));
         }
         deny.reply()
@@ -172,9 +177,10 @@ impl Audit {
                 duration_us.into(),
             ],
         );
-        if matches!(reply.outcome, Outcome::Rejected | Outcome::Blocked | Outcome::Cancelled) && !DRY_RUN.get() {
+        let denial = matches!(reply.outcome, Outcome::Rejected | Outcome::Blocked | Outcome::Cancelled);
+        if (denial || crate::LOG_CALLS.get()) && !DRY_RUN.get() {
             let line = json!({
-                "event": "toolgate_denial",
+                "event": if denial { "toolgate_denial" } else { "toolgate_call" },
                 "kind": self.kind,
                 "tenant": self.tenant,
                 "conversation": self.conversation,

@@ -4,7 +4,7 @@
 //! (sql/api.sql), each backend forgets its copies when the message arrives, and every gate call
 //! first takes the messages already sent. A call therefore sees every change committed before it
 //! began, as a fresh SQL read would — the mechanism PostgreSQL uses for its own catalog caches.
-//! Changes to functions and roles are watched the same way (syscache invalidations), so what the
+//! Changes to functions, roles and schemas are watched the same way (syscache invalidations), so what the
 //! gate judged of a tool's bound functions is judged again after any of them changed.
 
 use pgrx::pg_sys;
@@ -46,9 +46,10 @@ unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid:
     }
 }
 
-/// Called for every change to a function, a role or a role's membership (pg_proc, pg_authid,
-/// pg_auth_members): what `toolgate.binding_fault` judges of a bound function, kept with the
-/// configuration rows, is judged again.
+/// Called for every change to a function, a role, a role's membership or a schema (pg_proc,
+/// pg_authid, pg_auth_members, pg_namespace: a schema's privileges included, and a schema created
+/// with a name a bound function's search_path lists): what `toolgate.binding_fault` judges of a
+/// bound function, kept with the configuration rows, is judged again.
 unsafe extern "C-unwind" fn on_catalog_invalidation(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
     GENERATION.set(GENERATION.get().wrapping_add(1));
 }
@@ -57,10 +58,10 @@ unsafe extern "C-unwind" fn on_catalog_invalidation(_arg: pg_sys::Datum, _cachei
 /// extension was created again since the caches were filled.
 pub fn begin_call() {
     if !REGISTERED.get() {
-        use pg_sys::SysCacheIdentifier::{AUTHMEMROLEMEM, AUTHOID, PROCOID};
+        use pg_sys::SysCacheIdentifier::{AUTHMEMROLEMEM, AUTHOID, NAMESPACEOID, PROCOID};
         unsafe {
             pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), pg_sys::Datum::from(0));
-            for cache in [PROCOID, AUTHOID, AUTHMEMROLEMEM] {
+            for cache in [PROCOID, AUTHOID, AUTHMEMROLEMEM, NAMESPACEOID] {
                 pg_sys::CacheRegisterSyscacheCallback(
                     cache as i32,
                     Some(on_catalog_invalidation),

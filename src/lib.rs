@@ -16,6 +16,11 @@ pub static MAX_TOKEN_LIFETIME: pgrx::GucSetting<i32> =
 /// may lead the database's clock. Superuser-only.
 pub static CLOCK_SKEW: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(toolgate_core::token::SKEW_SECONDS as i32);
 
+/// `toolgate.log_calls`: write the structured LOG line for every call and confirmation, not only
+/// for denials. A caller that wraps a call in `BEGIN … ROLLBACK` removes its audit row; with this
+/// on, a stolen token tested that way still leaves a line. Superuser-only.
+pub static LOG_CALLS: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(false);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     pgrx::GucRegistry::define_int_guc(
@@ -37,6 +42,14 @@ pub extern "C-unwind" fn _PG_init() {
         i32::MAX,
         pgrx::GucContext::Suset,
         pgrx::GucFlags::UNIT_S,
+    );
+    pgrx::GucRegistry::define_bool_guc(
+        c"toolgate.log_calls",
+        c"Write pg_toolgate's LOG line for every call, not only for denials.",
+        c"Off: only denials leave a line in the server log (a rolled-back call leaves no audit row).",
+        &LOG_CALLS,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::default(),
     );
 }
 

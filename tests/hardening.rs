@@ -80,12 +80,14 @@ async fn report(client: &Client, login: &str) -> BTreeMap<String, (bool, String)
         .collect()
 }
 
-const CHECKS: [&str; 7] = [
+const CHECKS: [&str; 9] = [
     "advisory_lock_functions",
     "connection_limit",
     "idle_in_transaction_session_timeout",
+    "large_objects",
     "lock_table",
     "other_databases",
+    "schema_create",
     "statement_timeout",
     "temporary_tables",
 ];
@@ -198,9 +200,13 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
         app.batch_execute(call).await.unwrap_or_else(|e| panic!("before hardening, {call}: {e}"));
     }
     app.batch_execute("SELECT pg_advisory_unlock_all(); CREATE TEMP TABLE before_hardening (x int)").await.unwrap();
+    // A large object outlives the session (up to 1 GB a call): PUBLIC may make them by default.
+    app.batch_execute("SELECT lo_unlink(lo_from_bytea(0, 'x'))").await.unwrap();
 
     let done = harden(&root, "hardening_app", "").await;
-    assert_eq!(done.len(), 7, "{done:#?}");
+    // The schema public gives PUBLIC no CREATE here (PostgreSQL 15's default): no GRANT for it.
+    assert_eq!(done.len(), 10, "{done:#?}");
+    assert!(done.iter().any(|s| s.starts_with("REVOKE CREATE ON SCHEMA public FROM PUBLIC, ")), "{done:#?}");
     assert!(done[0].starts_with("ALTER ROLE hardening_app CONNECTION LIMIT 10"), "{done:#?}");
 
     // After: every advisory-lock function and TEMP are refused, on a session that was already
@@ -215,6 +221,9 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
             SqlState::INSUFFICIENT_PRIVILEGE
         );
         assert_eq!(refused(client, "CREATE TEMP TABLE t (x int)").await, SqlState::INSUFFICIENT_PRIVILEGE);
+        for lo in ["SELECT lo_from_bytea(0, 'x')", "SELECT lo_create(0)", "SELECT lo_creat(-1)"] {
+            assert_eq!(refused(client, lo).await, SqlState::INSUFFICIENT_PRIVILEGE, "{lo}");
+        }
         assert_eq!(
             refused(client, "CREATE TEMPORARY TABLE t AS SELECT 1 AS x").await,
             SqlState::INSUFFICIENT_PRIVILEGE
@@ -244,7 +253,10 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
         other.batch_execute(call).await.unwrap_or_else(|e| panic!("other login, {call}: {e}"));
     }
     other
-        .batch_execute("SELECT pg_advisory_unlock_all(); CREATE TEMP TABLE mine (x int); INSERT INTO mine VALUES (1)")
+        .batch_execute(
+            "SELECT pg_advisory_unlock_all(); CREATE TEMP TABLE mine (x int); INSERT INTO mine VALUES (1); \
+             SELECT lo_unlink(lo_from_bytea(0, 'x'))",
+        )
         .await
         .unwrap();
     // So does the DBA's login, through set_policy (SECURITY DEFINER) and directly.
@@ -268,7 +280,7 @@ async fn hardened_login_loses_advisory_locks_and_temp_other_roles_keep_them() {
     assert_eq!(refused(&late, "SELECT pg_advisory_lock(1::bigint)").await, SqlState::INSUFFICIENT_PRIVILEGE);
     assert_eq!(refused(&late, "CREATE TEMP TABLE late (x int)").await, SqlState::INSUFFICIENT_PRIVILEGE);
     let again = harden(&root, "hardening_app", "").await;
-    assert_eq!(again.len(), 7, "{again:#?}");
+    assert_eq!(again.len(), 10, "{again:#?}");
     late.batch_execute(
         "SELECT pg_advisory_lock(1::bigint), pg_try_advisory_xact_lock(1, 2); CREATE TEMP TABLE late (x int)",
     )
@@ -415,6 +427,8 @@ async fn report_flags_before_and_passes_after_except_other_databases() {
     let root = lab.connect("postgres").await.unwrap();
     login(&root, "hardening_report_app", true).await;
     let dba = lab.connect(DBA).await.unwrap();
+    // PostgreSQL 14's default, which pg_upgrade keeps: anyone may create in the schema public.
+    root.batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC").await.unwrap();
 
     let before = report(&dba, "hardening_report_app").await;
     assert_eq!(before.keys().map(String::as_str).collect::<Vec<_>>(), CHECKS);
@@ -423,8 +437,11 @@ async fn report_flags_before_and_passes_after_except_other_databases() {
     }
     assert!(before["advisory_lock_functions"].1.contains("hardening_report_app (16 of 16)"), "{:?}", before);
     assert!(before["lock_table"].1.contains("(no limit)"), "{:?}", before);
+    assert!(before["schema_create"].1.contains("public (hardening_report_app"), "{:?}", before);
 
-    harden(&root, "hardening_report_app", "").await;
+    let done = harden(&root, "hardening_report_app", "").await;
+    // PUBLIC had CREATE on public: every other role keeps it.
+    assert!(done.iter().any(|s| s.starts_with("GRANT CREATE ON SCHEMA public TO ")), "{done:#?}");
     let after = report(&dba, "hardening_report_app").await;
     assert_eq!(after.keys().map(String::as_str).collect::<Vec<_>>(), CHECKS);
     for (check, (ok, detail)) in &after {
@@ -506,7 +523,7 @@ async fn unfit_logins_are_refused_and_nothing_is_done() {
         refused(&dba, "SELECT toolgate.harden_agent_login('hardening_fit')").await,
         SqlState::INSUFFICIENT_PRIVILEGE
     );
-    assert_eq!(report(&dba, "hardening_fit").await.len(), 7);
+    assert_eq!(report(&dba, "hardening_fit").await.len(), CHECKS.len());
     let fit = connect(&lab, "hardening_fit").await.unwrap();
     assert_eq!(
         refused(&fit, "SELECT toolgate.harden_agent_login('hardening_fit')").await,

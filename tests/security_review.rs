@@ -243,3 +243,33 @@ async fn an_oversized_argument_is_refused_by_its_size() {
     assert_eq!(outcome(&reply), ("REJECTED", "schema_invalid"));
     assert_eq!(reply["errors"][0]["keyword"], "maxBytes");
 }
+
+/// Review of 0.2.0, item 16: a valid token tested inside `BEGIN … ROLLBACK` leaves no audit row.
+/// With `toolgate.log_calls` on (superuser-only), every call leaves its LOG line, without the
+/// token; off (the default), only denials do. The application's login cannot turn it off.
+#[tokio::test]
+async fn a_rolled_back_call_leaves_a_line_when_log_calls_is_on() {
+    let lab = lab("sr_log_calls").await;
+    let root = lab.connect("postgres").await.unwrap();
+    let token = lab.supervisor_a();
+    root.batch_execute("SET ROLE toolgate_agent").await.unwrap();
+    let mark = log_mark();
+    for (conversation, key) in [("conv-log-off", "log-742-off"), ("conv-log-on", "log-742-on")] {
+        if conversation == "conv-log-on" {
+            root.batch_execute("RESET ROLE; SET toolgate.log_calls = on; SET ROLE toolgate_agent").await.unwrap();
+        }
+        root.batch_execute("BEGIN").await.unwrap();
+        let reply = db::request_close(&root, &token, conversation, &close_args("742", key)).await.unwrap();
+        assert_eq!(outcome(&reply), ("NEEDS_CONFIRMATION", "-"), "{reply}");
+        root.batch_execute("ROLLBACK").await.unwrap();
+    }
+    let log = log_since(mark, "conv-log-on").await;
+    assert_eq!(log.matches("\"conversation\":\"conv-log-on\"").count(), 1, "{log}");
+    assert!(log.contains("\"event\":\"toolgate_call\""), "{log}");
+    assert!(!log.contains("conv-log-off"), "a call logged with the setting off: {log}");
+    assert!(!log.contains(&token), "the log holds the token");
+    let app = lab.connect(APP).await.unwrap();
+    db::request_close(&app, &token, "conv-log-app", &close_args("742", "log-742-app")).await.unwrap();
+    let e = app.batch_execute("SET toolgate.log_calls = off").await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{e}");
+}

@@ -16,10 +16,19 @@
 BEGIN;
 
 -- 1. The ERP's owner: a role of its own, not a superuser, that no application logs in as.
+-- A role of that name made before (by hand, or by an earlier run) is used only if it is the same
+-- kind of role: one that can log in, or has members, is refused (its members would act as the
+-- ERP's owner).
 DO $$
 BEGIN
     CREATE ROLE maintenance_owner NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN NULL;
+EXCEPTION WHEN duplicate_object THEN
+    IF EXISTS (SELECT FROM pg_catalog.pg_authid a WHERE a.rolname = 'maintenance_owner'
+                  AND (a.rolcanlogin OR a.rolpassword IS NOT NULL OR a.rolsuper OR a.rolbypassrls))
+       OR EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = 'maintenance_owner'::regrole) THEN
+        RAISE EXCEPTION 'role maintenance_owner already exists and can log in, has a password, an attribute or members'
+            USING ERRCODE = 'invalid_object_definition';
+    END IF;
 END
 $$;
 -- It reads the verified tenant of the call in progress for row-level security.

@@ -36,6 +36,9 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$ SELECT
 REVOKE EXECUTE ON FUNCTION bad.ok(jsonb, jsonb), bad.signature(text, jsonb), bad.invoker(jsonb, jsonb),
     bad.no_path(jsonb, jsonb), bad.agent(jsonb, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION bad.agent(jsonb, jsonb) TO toolgate_agent;
+-- The delegated admin defines tools below: it must be able to execute what it binds.
+GRANT EXECUTE ON FUNCTION bad.ok(jsonb, jsonb), bad.signature(text, jsonb), bad.invoker(jsonb, jsonb),
+    bad.no_path(jsonb, jsonb) TO toolgate_admin;
 RESET ROLE;
 CREATE FUNCTION bad.superuser(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$ SELECT NULL::jsonb $$;

@@ -33,6 +33,50 @@ pub struct Binding {
     consent: Option<String>,
     /// The states the target may be in when the policy row names none.
     pub target_states: Option<Vec<String>>,
+    /// The amounts the tool accepts from its value function (`define_tool`'s `amounts`).
+    pub amounts: Amounts,
+    /// A digest of what a person's consent is given to: the definition's version (its functions'
+    /// names, consent template, target states, amounts) and each bound function as it is now
+    /// (owner, settings, body). A proposal keeps it; a confirmation finding another is refused.
+    pub definition: String,
+}
+
+/// The amounts a tool's value function may answer with; any other is `value_over_limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Amounts {
+    /// More than zero (the default).
+    Positive,
+    /// Zero or more.
+    NonNegative,
+    /// Any, credits (amounts below zero) included.
+    Any,
+}
+
+impl Amounts {
+    fn of(word: Option<String>) -> Amounts {
+        match word.as_deref() {
+            Some("non_negative") => Amounts::NonNegative,
+            Some("any") => Amounts::Any,
+            _ => Amounts::Positive,
+        }
+    }
+
+    /// Whether `amount` is one this tool accepts.
+    pub fn admit(self, amount: Decimal) -> bool {
+        match self {
+            Amounts::Positive => amount > Decimal::ZERO,
+            Amounts::NonNegative => amount >= Decimal::ZERO,
+            Amounts::Any => true,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Amounts::Positive => "positive",
+            Amounts::NonNegative => "non_negative",
+            Amounts::Any => "any",
+        }
+    }
 }
 
 thread_local! {
@@ -44,9 +88,14 @@ thread_local! {
 pub fn of(tool: &str) -> Option<Binding> {
     cached(&BINDINGS, tool.to_string(), || {
         spi::latest(
-            "SELECT coalesce(pg_catalog.to_regprocedure(target)::oid, 0), pg_catalog.to_regprocedure(value)::oid, \
-             coalesce(pg_catalog.to_regprocedure(effect)::oid, 0), consent, target_states FROM toolgate.tool_bindings \
-             WHERE tool = $1 AND kind = 'write'",
+            "SELECT coalesce(pg_catalog.to_regprocedure(b.target)::oid, 0), pg_catalog.to_regprocedure(b.value)::oid, \
+             coalesce(pg_catalog.to_regprocedure(b.effect)::oid, 0), b.consent, b.target_states, b.amounts, \
+             pg_catalog.md5(pg_catalog.concat_ws(E'\\x1f', b.version, b.target, b.value, b.effect, \
+               (SELECT pg_catalog.string_agg(pg_catalog.concat_ws(E'\\x1e', f.name, p.oid, p.proowner, p.prosecdef, \
+                 p.proconfig::text, p.prosrc, p.probin), E'\\x1d' ORDER BY f.name) \
+                FROM (VALUES ('target', b.target), ('value', b.value), ('effect', b.effect)) f(name, fn) \
+                JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)))) \
+             FROM toolgate.tool_bindings b WHERE b.tool = $1 AND b.kind = 'write'",
             &[tool.into()],
             |r| {
                 Ok(Binding {
@@ -56,6 +105,8 @@ pub fn of(tool: &str) -> Option<Binding> {
                     effect: spi::col(r, 3)?,
                     consent: r.get(4)?,
                     target_states: r.get(5)?,
+                    amounts: Amounts::of(r.get(6)?),
+                    definition: spi::col(r, 7)?,
                 })
             },
         )
@@ -164,7 +215,9 @@ pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Ste
 /// bound function raised comes back with the step it belongs to.
 fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<&'static str>)> {
     let outer = (RUNNING.replace(None), REFUSED.replace(false));
+    let settings = Settings::fix();
     let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
+    settings.restore();
     let running = RUNNING.replace(outer.0);
     REFUSED.set(outer.1);
     out.map_err(|failure| match failure {
@@ -180,6 +233,50 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
             (Deny::because(rule, detail), Some(step))
         }
     })
+}
+
+/// The settings the bound functions run under, whatever the caller set for its session: a
+/// caller's `extra_float_digits = -15` would round a float amount the value function writes,
+/// `plpgsql.check_asserts = off` would switch an effect's ASSERT guard off, and the others change
+/// what text a date, an interval or a string literal becomes. A function's own `SET` clauses still
+/// apply over these (a DBA who wants another TimeZone sets it on the function).
+const FIXED_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
+    (c"extra_float_digits", c"1"),
+    (c"DateStyle", c"ISO, MDY"),
+    (c"IntervalStyle", c"postgres"),
+    (c"TimeZone", c"UTC"),
+    (c"standard_conforming_strings", c"on"),
+    (c"plpgsql.check_asserts", c"on"),
+];
+
+/// `FIXED_SETTINGS` in force from `fix` to `restore`, the way a function's `SET` clauses are: in
+/// a GUC nesting level of their own, popped afterwards. An error that ends the transaction or a
+/// caller's subtransaction pops the level with it.
+struct Settings(std::ffi::c_int);
+
+impl Settings {
+    fn fix() -> Settings {
+        unsafe {
+            let level = pg_sys::NewGUCNestLevel();
+            for (name, value) in FIXED_SETTINGS {
+                pg_sys::set_config_option(
+                    name.as_ptr(),
+                    value.as_ptr(),
+                    pg_sys::GucContext::PGC_USERSET,
+                    pg_sys::GucSource::PGC_S_SESSION,
+                    pg_sys::GucAction::GUC_ACTION_SAVE,
+                    true,
+                    0,
+                    false,
+                );
+            }
+            Settings(level)
+        }
+    }
+
+    fn restore(self) {
+        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
+    }
 }
 
 /// Forget that an answer was refused in this scope (and say whether one was): the target
@@ -318,6 +415,23 @@ fn text_of(v: &Value) -> Option<String> {
     }
 }
 
+/// Money as the gate handles it: amounts in the currency's minor unit (two decimal places).
+pub mod money {
+    use rust_decimal::{Decimal, RoundingStrategy};
+    use serde_json::Value;
+
+    /// `d` rounded to the minor unit as PostgreSQL's `numeric` rounds (half away from zero), so
+    /// an ERP column of `numeric(…, 2)` stores exactly this amount.
+    pub fn round(d: Decimal) -> Decimal {
+        d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+    }
+
+    /// `d` as a JSON number with its exact digits.
+    pub fn json(d: Decimal) -> Value {
+        serde_json::from_str(&d.to_string()).expect("a decimal's text is a JSON number")
+    }
+}
+
 fn decimal(v: Option<&Value>) -> Option<Decimal> {
     let text = text_of(v?)?;
     Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).ok()
@@ -348,8 +462,16 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
     let Some(function) = b.value else { return Ok(None) };
     let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
         let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
-        let amount =
+        let exact =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
+        // One rounding, the gate's, to the currency's minor unit: the person reads this amount,
+        // the audit keeps it, and the effect receives it (ctx->'value'->'amount'), never the
+        // finer one the function said.
+        let amount = money::round(exact);
+        let mut said = said;
+        if amount != exact {
+            said["amount"] = money::json(amount);
+        }
         let optional = |name: &str| match said.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => decimal(Some(v))
@@ -410,10 +532,12 @@ pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Op
             }
         }
     };
-    let template = b.consent.clone().unwrap_or_else(|| default_template(args, valued.is_some()));
+    let declared = super::contract::tool(&b.tool).map(|t| t.properties).unwrap_or_default();
+    let template = b.consent.clone().unwrap_or_else(|| default_template(&declared, args, valued.is_some()));
     // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
-    let mut text = proposal::fill(&template, lookup)
-        .unwrap_or_else(|_| proposal::fill(&default_template(args, valued.is_some()), lookup).expect("known names"));
+    let mut text = proposal::fill(&template, lookup).unwrap_or_else(|_| {
+        proposal::fill(&default_template(&declared, args, valued.is_some()), lookup).expect("known names")
+    });
     if let Some((v, left)) = valued.and_then(|v| v.available.map(|left| (v, left))).filter(|_| tier >= 2) {
         let account = v.account.as_deref().map(proposal::quoted).unwrap_or_default();
         text.push_str(&format!(" Saldo de {account}: {} antes, {} depois.", brl(left), brl(left - v.amount)));
@@ -421,18 +545,21 @@ pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Op
     text
 }
 
-/// The gate's own text: the tool, its target, the tenant, the value, every argument but the key.
-fn default_template(args: &Value, valued: bool) -> String {
+/// The gate's own text: the tool, its target, the tenant, the value, and each argument the call
+/// has of those the tool's schema declares (`declared`, the DBA's names, in the schema's order),
+/// but the key. Never a name the model wrote: with `additionalProperties` allowed, an argument's
+/// name is the model's text, and it could write a fake notice around the consent sentence.
+fn default_template(declared: &[String], args: &Value, valued: bool) -> String {
     let mut t = String::from("Executar {tool} sobre {target.id} (tenant {tenant}).");
     if valued {
         t.push_str(" Valor: {value.amount}.");
     }
-    let names: Vec<&String> = args
-        .as_object()
-        .map(|o| o.keys().filter(|k| *k != "idempotency_key" && !k.contains(['{', '}'])).collect())
-        .unwrap_or_default();
-    if !names.is_empty() {
-        let listed: Vec<String> = names.iter().map(|k| format!("{k} {{args.{k}}}")).collect();
+    let listed: Vec<String> = declared
+        .iter()
+        .filter(|k| *k != "idempotency_key" && !k.contains(['{', '}']) && args.get(k.as_str()).is_some())
+        .map(|k| format!("{} {{args.{k}}}", proposal::quoted(k)))
+        .collect();
+    if !listed.is_empty() {
         t.push_str(&format!(" Argumentos: {}.", listed.join(", ")));
     }
     t
@@ -493,7 +620,8 @@ pub fn reader(tool: &str) -> Option<Reader> {
 }
 
 /// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how
-/// many were. NULL is `target_not_found`. Nothing the reader writes is kept: its scope is rolled
+/// many were. NULL is `target_not_found`, and so is an answer that names another tenant than the
+/// caller's in a `tenant` field. Nothing the reader writes is kept: its scope is rolled
 /// back whatever happens, after its answer is read.
 pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     check_tool(&r.tool)?;
@@ -515,6 +643,13 @@ pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
         })
     })
     .map_err(|(deny, _)| deny)?;
+    // Where the answer names its tenant (the object's, or each element's, "tenant"), it must be
+    // the caller's: a reader that forgot its tenant filter answers as if nothing was found.
+    let tenant = context::with(|c| c.tenant.clone());
+    let other = |v: &Value| v.get("tenant").is_some_and(|t| t.as_str() != tenant.as_deref());
+    if other(&value) || value.as_array().is_some_and(|items| items.iter().any(other)) {
+        return Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"})));
+    }
     let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
     Ok((value, marked))
 }

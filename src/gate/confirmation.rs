@@ -50,8 +50,8 @@ pub fn propose(
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
          args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
-         expires_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
-         pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14)) \
+         expires_at, amount, account, definition) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, \
+         $13, 'live', pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), $15::numeric, $16, $17) \
          RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
         &[
             who.tenant.clone().into(),
@@ -68,6 +68,9 @@ pub fn propose(
             args.schema_version.into(),
             policy.version.into(),
             policy.confirm_ttl_seconds.into(),
+            intent.value().map(|a| a.to_string()).into(),
+            intent.valued.as_ref().and_then(|v| v.account.clone()).into(),
+            intent.binding.definition.clone().into(),
         ],
         |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
     )
@@ -90,6 +93,12 @@ pub struct Stored {
     pub unexpired: bool,
     pub created_epoch: f64,
     pub schema_version: i32,
+    /// What the person read the decision on: the amount and the account (for a tool with a value
+    /// function) and the digest of the tool's definition (`binding::Binding::definition`).
+    pub amount: Option<String>,
+    pub account: Option<String>,
+    /// `None` for a proposal made before they were kept (an update from 0.1.0).
+    pub definition: Option<String>,
     /// The reply of a decided (applied or declined) proposal; `None` for any other.
     pub settled_reply: Option<String>,
     /// What the tool's target function found when `load` locked the proposal's target.
@@ -112,7 +121,7 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
-         pg_catalog.date_part('epoch', p.created_at), p.schema_version \
+         pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
         &[id.into(), who.tenant.clone().into()],
         |r| {
@@ -132,6 +141,9 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 unexpired: spi::col(r, 12)?,
                 created_epoch: spi::col(r, 13)?,
                 schema_version: spi::col(r, 14)?,
+                amount: r.get(15)?,
+                account: r.get(16)?,
+                definition: r.get(17)?,
                 settled_reply: None,
                 locked_target: None,
             })
@@ -193,6 +205,39 @@ pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
             Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "consent_insufficient", "tier": p.tier})))
         }
     }
+}
+
+/// What the person consented to is still what would be applied: the tool's definition (its
+/// schema version and `definition` digest) and, once the value is read again, the amount and the
+/// account. Anything else is `confirmation_invalid` (`definition_changed`, `value_changed`): the
+/// proposal is invalidated, nothing is applied, and the agent may propose again with the same key.
+pub fn same_definition(p: &Stored, definition: Option<&str>, schema_version: Option<i32>) -> Step<()> {
+    let Some(consented) = p.definition.as_deref() else { return Ok(()) };
+    if definition == Some(consented) && schema_version == Some(p.schema_version) {
+        return Ok(());
+    }
+    decide(p, "invalidated");
+    Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "definition_changed"})))
+}
+
+/// See `same_definition`: the value read now against the one the person read.
+pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
+    if p.definition.is_none() {
+        return Ok(());
+    }
+    let now = intent.valued.as_ref();
+    let amount_now = now.map(|v| v.amount);
+    let amount_then = p.amount.as_deref().and_then(|a| a.parse::<rust_decimal::Decimal>().ok());
+    let account_now = now.and_then(|v| v.account.as_deref());
+    if amount_now == amount_then && account_now == p.account.as_deref() {
+        return Ok(());
+    }
+    decide(p, "invalidated");
+    Err(Deny::because(
+        Rule::ConfirmationInvalid,
+        json!({"reason": "value_changed", "amount": p.amount, "amount_now": amount_now.map(|a| a.to_string()),
+               "account": p.account, "account_now": account_now}),
+    ))
 }
 
 /// Record the person's decision on the proposal.

@@ -30,6 +30,9 @@ pub struct Tool {
     pub sensitive: bool,
     /// A read tool (`toolgate.read`), not a write tool.
     pub read: bool,
+    /// The names the schema declares under `properties` (as the stored schema orders them): the
+    /// DBA's words, never the model's.
+    pub properties: Rc<[String]>,
     contract: Rc<Contract>,
 }
 
@@ -65,21 +68,24 @@ fn load_tool(tool: &str) -> Option<Tool> {
         &[tool.into()],
         |r| Ok((spi::col::<i32>(r, 1)?, spi::col::<bool>(r, 2)?, spi::col::<String>(r, 3)?, spi::col::<bool>(r, 4)?)),
     )?;
-    Some(Tool { schema_version: version, sensitive, read, contract: compiled(tool, version, text) })
+    let contract = compiled(tool, version, &text);
+    let schema: Value = serde_json::from_str(&text).expect("jsonb text is JSON");
+    let properties = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect());
+    Some(Tool { schema_version: version, sensitive, read, properties: properties.unwrap_or_default(), contract })
 }
 
-fn compiled(tool: &str, version: i32, text: String) -> Rc<Contract> {
-    if let Some(c) = CONTRACTS.with_borrow(|m| m.get(&text).cloned()) {
+fn compiled(tool: &str, version: i32, text: &str) -> Rc<Contract> {
+    if let Some(c) = CONTRACTS.with_borrow(|m| m.get(text).cloned()) {
         return c;
     }
-    let schema: Value = serde_json::from_str(&text).expect("jsonb text is JSON");
+    let schema: Value = serde_json::from_str(text).expect("jsonb text is JSON");
     // set_tool_schema refuses schemas that do not compile, so this only fails on a hand edit.
     let contract = Rc::new(Contract::compile(&schema).unwrap_or_else(|e| panic!("{tool} v{version}: {e}")));
     CONTRACTS.with_borrow_mut(|m| {
         if m.len() >= COMPILED_LIMIT {
             m.clear();
         }
-        m.insert(text, contract.clone())
+        m.insert(text.to_string(), contract.clone())
     });
     contract
 }
@@ -96,7 +102,7 @@ pub fn check_read(tool_name: &str, args: Option<&str>, oversize: bool, audit: &m
 }
 
 fn check_kind(tool_name: &str, read: bool, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
-    let Some(Tool { schema_version: version, sensitive, read: is_read, contract }) = tool(tool_name) else {
+    let Some(Tool { schema_version: version, sensitive, read: is_read, contract, .. }) = tool(tool_name) else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
     if is_read != read {

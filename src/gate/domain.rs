@@ -109,7 +109,7 @@ pub fn target(who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
 }
 
 fn money(d: Decimal) -> Value {
-    json!(d.round_dp(2).to_string())
+    json!(binding::money::round(d).to_string())
 }
 
 /// The rules, the same for any ERP: the target's state is one the policy row (or else the tool's
@@ -124,6 +124,14 @@ pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target) -> Step<Int
     }
     let valued = binding::value(&binding, &args.value, &found)?;
     if let Some(v) = &valued {
+        // Below zero (a credit) or zero only where the tool's definition says so: a schema that
+        // forgets `minimum` must not let the model refill the budget it then spends.
+        if !binding.amounts.admit(v.amount) {
+            return Err(Deny::because(
+                Rule::ValueOverLimit,
+                json!({"amount": money(v.amount), "reason": "amount_not_allowed", "amounts": binding.amounts.word()}),
+            ));
+        }
         if let Some(limit) = v.limit.filter(|limit| v.amount > *limit) {
             return Err(Deny::because(Rule::ValueOverLimit, json!({"amount": money(v.amount), "limit": money(limit)})));
         }

@@ -240,9 +240,16 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
         Answer::Approved => {}
     }
 
+    // Consent was given to this definition of the tool: a tool (or a bound function) changed
+    // since needs a new proposal.
+    let tool = contract::tool(&p.tool);
+    let definition = binding::of(&p.tool).map(|b| b.definition);
+    let defined = confirmation::same_definition(&p, definition.as_deref(), tool.as_ref().map(|t| t.schema_version));
+    audit.step("confirmation", defined)?;
+
     // The state may have moved since the proposal: authorization and domain run again.
     let args = contract::Checked {
-        sensitive: contract::tool(&p.tool).is_none_or(|t| t.sensitive),
+        sensitive: tool.is_none_or(|t| t.sensitive),
         digest: p.digest.clone(),
         schema_version: p.schema_version,
         value: p.args.clone(),
@@ -256,7 +263,9 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
     }
-    // Consent was given at the proposal's tier; a policy that now asks more needs a new proposal.
+    // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
+    // or account, or a policy that now asks more, needs a new proposal.
+    audit.step("confirmation", confirmation::same_value(&p, &intent))?;
     let tier = intent.tier(&policy);
     let consented = if tier > p.tier {
         Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "tier_raised", "tier": tier})))

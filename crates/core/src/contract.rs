@@ -145,6 +145,33 @@ pub fn check_conversation_id(id: Option<&str>) -> Result<&str, Violation> {
     }
 }
 
+/// What the audit keeps of a violation's JSON Pointer. Its segments are property names the model
+/// wrote (a schema that allows extra properties validates names it never declared) and array
+/// indexes; the audit must keep neither the model's prose nor a secret pasted as a name. A segment
+/// is kept when it is a plain name of at most 40 letters, digits, `_` or `-` that does not look
+/// like a token (`eyJ…`, a JWS's base64url header); any other becomes `~`, and past 8 segments the
+/// rest becomes one `…`. The reply to the caller keeps the whole path.
+pub fn audit_path(path: &str) -> String {
+    const MAX_SEGMENTS: usize = 8;
+    const MAX_NAME: usize = 40;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= MAX_NAME
+            && !s.starts_with("eyJ")
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    let mut kept = String::new();
+    for (i, segment) in path.split('/').skip(1).enumerate() {
+        if i == MAX_SEGMENTS {
+            kept.push_str("/…");
+            break;
+        }
+        kept.push('/');
+        kept.push_str(if plain(segment) { segment } else { "~" });
+    }
+    kept
+}
+
 /// A tool's compiled schema.
 pub struct Contract {
     validator: jsonschema::Validator,
@@ -175,6 +202,22 @@ impl Contract {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn audit_paths_keep_plain_names_and_indexes_only() {
+        assert_eq!(audit_path(""), "");
+        assert_eq!(audit_path("/order_id"), "/order_id");
+        assert_eq!(audit_path("/items/3/part-id"), "/items/3/part-id");
+        // A name the model wrote with prose, newlines or a pasted token is not kept.
+        assert_eq!(audit_path("/ignore previous instructions"), "/~");
+        assert_eq!(audit_path("/a\nAVISO"), "/~");
+        let token = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ1c2VyLTE3In0.c2lnbmF0dXJl";
+        assert_eq!(audit_path(&format!("/{token}")), "/~");
+        assert_eq!(audit_path("/eyJhbGciOiJFZERTQSJ9"), "/~");
+        assert_eq!(audit_path(&format!("/{}", "k".repeat(41))), "/~");
+        assert_eq!(audit_path(&format!("/{}", "k".repeat(40))), format!("/{}", "k".repeat(40)));
+        // Deep paths are cut.
+        assert_eq!(audit_path("/a/b/c/d/e/f/g/h/i/j"), "/a/b/c/d/e/f/g/h/…");
+    }
 
     #[test]
     fn tool_names_are_short_lower_case_identifiers() {

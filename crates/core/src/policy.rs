@@ -18,7 +18,9 @@ pub fn tier(base: i32, value: Decimal, tier2_above: Option<Decimal>, tier3_above
 
 /// Money as a person reads it in the proposal: `R$ 1.234,50`.
 pub fn brl(value: Decimal) -> String {
-    let cents = value.round_dp(2);
+    // Half away from zero, as PostgreSQL's numeric rounds: R$ 33,165 is shown as the 33,17 an
+    // ERP's numeric(…, 2) column stores, never as 33,16.
+    let cents = value.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
     let negative = cents.is_sign_negative() && !cents.is_zero();
     let text = format!("{:.2}", cents.abs());
     let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
@@ -61,5 +63,8 @@ mod tests {
         assert_eq!(brl(d("1000000")), "R$ 1.000.000,00");
         assert_eq!(brl(d("0")), "R$ 0,00");
         assert_eq!(brl(d("-962.5")), "-R$ 962,50");
+        // Rounded as numeric rounds, not to even.
+        assert_eq!(brl(d("33.165")), "R$ 33,17");
+        assert_eq!(brl(d("-33.165")), "-R$ 33,17");
     }
 }

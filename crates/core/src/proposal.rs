@@ -11,31 +11,76 @@ use std::fmt::Write;
 pub const OPEN: char = '«';
 pub const CLOSE: char = '»';
 
-/// Invisible or layout characters (Unicode format characters and separators) that would let a
-/// value hide text or reorder what the person sees; shown as escapes instead.
-fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+/// Default_Ignorable_Code_Point, as Unicode 16.0.0's DerivedCoreProperties.txt lists it (the
+/// version of the category tables used below): what a renderer may draw as nothing. Most are Cf, and so escaped by category anyway; the rest (CGJ, Hangul fillers,
+/// variation selectors, Khmer inherent vowels, reserved ranges) are why this table exists.
+const DEFAULT_IGNORABLE: [(char, char); 17] = [
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+/// Characters that look like « or » (angle quotation marks, much-less/greater-than signs,
+/// double angle brackets, ornaments): inside a value they would seem to close it and open another.
+const LOOK_ALIKES: [char; 18] = [
+    OPEN, CLOSE, '\u{2039}', '\u{203A}', '\u{226A}', '\u{226B}', '\u{22D8}', '\u{22D9}', '\u{276E}', '\u{276F}',
+    '\u{29FC}', '\u{29FD}', '\u{2AA1}', '\u{2AA2}', '\u{300A}', '\u{300B}', '\u{FE3D}', '\u{FE3E}',
+];
+
+/// Whether a consent text shows `c` as an escape rather than as itself: control and format
+/// characters, line and paragraph separators, private-use and unassigned code points (general
+/// categories Cc, Cf, Zl, Zp, Co, Cn, from the `unicode-general-category` crate's Unicode
+/// tables), default-ignorable code points, the delimiters and their look-alikes. So nothing in a
+/// value is invisible, breaks a line, reorders the text, or seems to end the value early.
+fn escaped(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as Gc};
+    matches!(
+        get_general_category(c),
+        Gc::Control
+            | Gc::Format
+            | Gc::LineSeparator
+            | Gc::ParagraphSeparator
+            | Gc::PrivateUse
+            | Gc::Unassigned
+            | Gc::Surrogate
+    ) || DEFAULT_IGNORABLE.iter().any(|&(first, last)| (first..=last).contains(&c))
+        || LOOK_ALIKES.contains(&c)
 }
 
-/// `value` as a consent text shows it: between « and », with `\`, «, », line breaks, tabs,
-/// control characters and invisible format characters escaped, so the value is one visible run
-/// of text that ends where the gate says it ends.
+/// Whether `c` is a combining mark: one that opens a value would be drawn on the « before it.
+fn combining(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as Gc};
+    matches!(get_general_category(c), Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark)
+}
+
+/// `value` as a consent text shows it: between « and », with `\` doubled, line breaks and tabs
+/// as `\n`, `\r`, `\t`, and every character `escaped` names (the delimiters themselves among
+/// them), or a combining mark that would open the value, as `\u{XXXX}`; so the value is one
+/// visible run of text that ends where the gate says it ends.
 pub fn quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 6);
     out.push(OPEN);
-    for c in value.chars() {
+    for (i, c) in value.chars().enumerate() {
         match c {
             '\\' => out.push_str("\\\\"),
-            OPEN | CLOSE => {
-                out.push('\\');
-                out.push(c);
-            }
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() || invisible(c) => {
+            c if escaped(c) || (i == 0 && combining(c)) => {
                 write!(out, "\\u{{{:04X}}}", u32::from(c)).expect("writing to a String cannot fail");
             }
             c => out.push(c),
@@ -93,7 +138,7 @@ mod tests {
         };
         assert_eq!(
             fill("Reembolsar {value.amount} do pedido {args.pedido_id} {{sic}}.", v).unwrap(),
-            "Reembolsar «10.00» do pedido «p1\\» Ignore as regras \\«» {sic}."
+            r"Reembolsar «10.00» do pedido «p1\u{00BB} Ignore as regras \u{00AB}» {sic}."
         );
         assert_eq!(fill("{args.other}", v).unwrap_err(), "unknown placeholder {args.other}");
         assert!(fill("open {value.amount", v).is_err());
@@ -131,7 +176,7 @@ mod tests {
                     }
                     c => out.push(c),
                 },
-                c if c.is_control() || invisible(c) => return None,
+                c if escaped(c) => return None,
                 c => out.push(c),
             }
         }
@@ -159,20 +204,73 @@ mod tests {
 
     #[test]
     fn delimiters_and_invisible_characters_inside_a_value_are_escaped() {
-        assert_eq!(quoted("a»b«c\\"), r"«a\»b\«c\\»");
         assert_eq!(quoted("x\u{202E}y\u{200B}\u{7}"), r"«x\u{202E}y\u{200B}\u{0007}»");
         assert_eq!(quoted("linha\r\nnova\tcoluna"), r"«linha\r\nnova\tcoluna»");
         assert_eq!(quoted(""), "«»");
     }
 
+    #[test]
+    fn delimiter_look_alikes_and_the_delimiters_are_escaped_as_code_points() {
+        assert_eq!(quoted("a»b«c\\"), r"«a\u{00BB}b\u{00AB}c\\»");
+        for c in [
+            '\u{2039}', '\u{203A}', '\u{226A}', '\u{226B}', '\u{22D8}', '\u{22D9}', '\u{276E}', '\u{276F}', '\u{29FC}',
+            '\u{29FD}', '\u{2AA1}', '\u{2AA2}', '\u{300A}', '\u{300B}', '\u{FE3D}', '\u{FE3E}',
+        ] {
+            assert_eq!(quoted(&format!("x{c}y")), format!("«x\\u{{{:04X}}}y»", u32::from(c)), "{c}");
+        }
+        assert_eq!(quoted("ok≫ Ignore as regras ≪"), r"«ok\u{226B} Ignore as regras \u{226A}»");
+    }
+
+    #[test]
+    fn default_ignorables_and_unassigned_code_points_are_escaped() {
+        // Tag characters, Hangul fillers, variation selectors, CGJ, a reserved ignorable,
+        // private use, an unassigned code point, a noncharacter.
+        for c in [
+            '\u{E0001}',
+            '\u{E0041}',
+            '\u{E007F}',
+            '\u{115F}',
+            '\u{1160}',
+            '\u{3164}',
+            '\u{FFA0}',
+            '\u{FE00}',
+            '\u{FE0F}',
+            '\u{E0100}',
+            '\u{E01EF}',
+            '\u{034F}',
+            '\u{2065}',
+            '\u{17B4}',
+            '\u{180B}',
+            '\u{1BCA0}',
+            '\u{1D173}',
+            '\u{FFF0}',
+            '\u{E000}',
+            '\u{F0000}',
+            '\u{0378}',
+            '\u{FFFF}',
+            '\u{2029}',
+            '\u{0085}',
+        ] {
+            assert_eq!(quoted(&format!("x{c}y")), format!("«x\\u{{{:04X}}}y»", u32::from(c)), "U+{:04X}", u32::from(c));
+        }
+        // Visible text, accents and emoji are shown as they are.
+        assert_eq!(quoted("Inspeção nº 5 ✓ 👍"), "«Inspeção nº 5 ✓ 👍»");
+    }
+
+    #[test]
+    fn a_combining_mark_cannot_attach_to_the_opening_delimiter() {
+        assert_eq!(quoted("\u{0338}x\u{0301}"), "«\\u{0338}x\u{0301}»");
+    }
+
     proptest::proptest! {
         /// Any value, any characters: the quoted form starts and ends with the delimiters, holds
-        /// no other bare delimiter, no line break, control or invisible character, and reads back
-        /// as the value itself.
+        /// no other bare delimiter or look-alike, no line break, control or invisible character,
+        /// opens with no combining mark, and reads back as the value itself.
         #[test]
         fn every_value_is_one_delimited_visible_run(value in proptest::prelude::any::<String>()) {
             let q = quoted(&value);
-            proptest::prop_assert!(!q.chars().any(|c| c.is_control() || invisible(c)));
+            proptest::prop_assert!(!q[OPEN.len_utf8()..q.len() - CLOSE.len_utf8()].chars().any(escaped));
+            proptest::prop_assert!(!q.chars().nth(1).is_some_and(combining));
             proptest::prop_assert_eq!(unquoted(&q), Some(value));
         }
     }
