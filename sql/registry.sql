@@ -268,9 +268,13 @@ BEGIN
     IF fault IS NOT NULL THEN
         RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
     END IF;
-    FOR fault IN SELECT w FROM pg_catalog.unnest(ARRAY[toolgate.binding_warning(target, 'target'),
-                     toolgate.binding_warning(effect, 'effect'), toolgate.binding_warning(value, 'value')]) w
-                  WHERE w IS NOT NULL LOOP
+    -- One warning for each owner, naming the first of its functions.
+    FOR fault IN SELECT DISTINCT ON (p.proowner) toolgate.binding_warning(f.fn, f.what)
+                   FROM ROWS FROM (pg_catalog.unnest(ARRAY[target, effect, value]),
+                                   pg_catalog.unnest(ARRAY['target', 'effect', 'value'])) WITH ORDINALITY AS f(fn, what, n)
+                   JOIN pg_catalog.pg_proc p ON p.oid = f.fn
+                  WHERE toolgate.binding_warning(f.fn, f.what) IS NOT NULL
+                  ORDER BY p.proowner, f.n LOOP
         RAISE WARNING '%', fault;
     END LOOP;
     PERFORM toolgate.check_tool_schema(schema);

@@ -296,6 +296,14 @@ SELECT s AS shape, r->>'outcome' AS outcome, r->>'rule' AS rule
        LATERAL toolgate.read(:'sup', 'safe_read', jsonb_build_object('shape', s)) r;
 RESET ROLE;
 
+-- The functions' owner owns a table whose row-level security does not bind it (enabled, not
+-- forced): the definition is accepted, with a warning (item 9).
+ALTER TABLE safe.prices ENABLE ROW LEVEL SECURITY;
+SET ROLE toolgate_admin;
+SELECT toolgate.define_tool('safe_warned', 'Charge.', :'schema', false, 'safe.target(jsonb, jsonb)',
+                            'safe.effect(jsonb, jsonb)', value => 'safe.value(jsonb, jsonb)') AS version;
+RESET ROLE;
+
 -- Clean up what is cluster-wide.
 SET client_min_messages = warning;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
