@@ -272,13 +272,14 @@ RESET ALL;
 RESET ROLE;
 
 -- A reader's answer that names another tenant is not the caller's (item 17): target_not_found,
--- as the gate judges a write's target.
+-- as the gate judges a write's target; a tenant that is not text is a misconfigured reader.
 SET ROLE safe_owner;
 CREATE FUNCTION safe.reader(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, safe, pg_temp AS $$
     SELECT CASE WHEN args->>'shape' = 'list'
                 THEN jsonb_build_array(jsonb_build_object('item', 'nut', 'tenant', ctx->>'tenant'),
                                        jsonb_build_object('item', 'bolt', 'tenant', 'shopping-b'))
+                WHEN args->>'shape' = 'number' THEN jsonb_build_object('item', 'nut', 'tenant', 1)
                 ELSE jsonb_build_object('item', 'nut', 'tenant', args->>'shape') END
 $$;
 REVOKE EXECUTE ON FUNCTION safe.reader(jsonb, jsonb) FROM PUBLIC;
@@ -292,7 +293,7 @@ SELECT toolgate.set_policy('shopping-a', 'safe_read', allowed => true, roles => 
 RESET ROLE;
 SET ROLE toolgate_agent;
 SELECT s AS shape, r->>'outcome' AS outcome, r->>'rule' AS rule
-  FROM unnest(ARRAY['shopping-a', 'shopping-b', 'list']) s,
+  FROM unnest(ARRAY['shopping-a', 'shopping-b', 'list', 'number']) s,
        LATERAL toolgate.read(:'sup', 'safe_read', jsonb_build_object('shape', s)) r;
 RESET ROLE;
 

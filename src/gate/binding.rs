@@ -645,10 +645,17 @@ pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     .map_err(|(deny, _)| deny)?;
     // Where the answer names its tenant (the object's, or each element's, "tenant"), it must be
     // the caller's: a reader that forgot its tenant filter answers as if nothing was found.
+    // A `tenant` that is not text is the gate's tenant id in no form: the reader is misconfigured.
     let tenant = context::with(|c| c.tenant.clone());
-    let other = |v: &Value| v.get("tenant").is_some_and(|t| t.as_str() != tenant.as_deref());
-    if other(&value) || value.as_array().is_some_and(|items| items.iter().any(other)) {
-        return Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"})));
+    fn named(v: &Value) -> Option<Option<&str>> {
+        v.get("tenant").map(Value::as_str)
+    }
+    let mut named_tenants = std::iter::once(&value).chain(value.as_array().into_iter().flatten()).filter_map(named);
+    if let Some(found) = named_tenants.find(|t| *t != tenant.as_deref()) {
+        return Err(match found {
+            Some(_) => Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"})),
+            None => misconfigured("reader", "\"tenant\" must be the gate's tenant id, as text"),
+        });
     }
     let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
     Ok((value, marked))
