@@ -15,7 +15,11 @@ DECLARE
 BEGIN
     FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
-            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+            BEGIN
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+            EXCEPTION WHEN unique_violation OR duplicate_object THEN
+                NULL;  -- made meanwhile by a CREATE EXTENSION in another database: a group role too
+            END;
             CONTINUE;
         END IF;
         SELECT pg_catalog.concat_ws(', ',
