@@ -546,7 +546,7 @@ pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Op
 }
 
 /// The gate's own text: the tool, its target, the tenant, the value, and each argument the call
-/// has of those the tool's schema declares (`declared`, the DBA's names, in the schema's order),
+/// has of those the tool's schema declares (`declared`, the DBA's names, sorted by name),
 /// but the key. Never a name the model wrote: with `additionalProperties` allowed, an argument's
 /// name is the model's text, and it could write a fake notice around the consent sentence.
 fn default_template(declared: &[String], args: &Value, valued: bool) -> String {

@@ -30,8 +30,8 @@ pub struct Tool {
     pub sensitive: bool,
     /// A read tool (`toolgate.read`), not a write tool.
     pub read: bool,
-    /// The names the schema declares under `properties` (as the stored schema orders them): the
-    /// DBA's words, never the model's.
+    /// The names the schema declares under `properties` (sorted by name): the DBA's words, never
+    /// the model's.
     pub properties: Rc<[String]>,
     contract: Rc<Contract>,
 }
