@@ -4,13 +4,16 @@
 -- (see finalize.sql): they reach these rows only through the SECURITY DEFINER entry points.
 
 -- Roles are cluster-wide and outlive the extension; create them once. One that exists already
--- (made by hand, or left by an earlier DROP EXTENSION) is adopted only as a group role: one that
--- can log in, has a password or any attribute beyond NOLOGIN is refused, nothing created; its
--- members (expected: they are the logins a DBA granted it) are named in a WARNING.
+-- (made by hand, by CREATE EXTENSION in another database, or left by DROP EXTENSION) is adopted
+-- only as a group role: one that can log in, has a password or any attribute beyond NOLOGIN is
+-- refused, nothing created. A member that may grant it on (ADMIN OPTION: on PostgreSQL 16 and
+-- later the non-superuser who created a role has it) is named in a WARNING; its other members
+-- (expected: the logins a DBA granted it) in a NOTICE.
 DO $roles$
 DECLARE
     r text;
     bad text;
+    admins text;
     members text;
 BEGIN
     FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor'] LOOP
@@ -33,10 +36,15 @@ BEGIN
                 USING ERRCODE = 'invalid_object_definition',
                       HINT = pg_catalog.format('ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOREPLICATION PASSWORD NULL, then CREATE EXTENSION again.', r);
         END IF;
-        SELECT pg_catalog.string_agg(m.member::pg_catalog.regrole::text, ', ' ORDER BY m.member::pg_catalog.regrole::text)
-          INTO members FROM pg_catalog.pg_auth_members m WHERE m.roleid = r::pg_catalog.regrole;
+        SELECT pg_catalog.string_agg(DISTINCT m.member::pg_catalog.regrole::text, ', ') FILTER (WHERE m.admin_option),
+               pg_catalog.string_agg(DISTINCT m.member::pg_catalog.regrole::text, ', ') FILTER (WHERE NOT m.admin_option)
+          INTO admins, members FROM pg_catalog.pg_auth_members m WHERE m.roleid = r::pg_catalog.regrole;
+        IF admins IS NOT NULL THEN
+            RAISE WARNING 'role % already exists and % may grant it to others (ADMIN OPTION)', r, admins
+                USING HINT = pg_catalog.format('REVOKE ADMIN OPTION FOR %I FROM …, unless that is meant.', r);
+        END IF;
         IF members IS NOT NULL THEN
-            RAISE WARNING 'role % already exists and is granted to %: they keep what pg_toolgate grants it', r, members;
+            RAISE NOTICE 'role % already exists and is granted to %: they keep what pg_toolgate grants it', r, members;
         END IF;
     END LOOP;
 END
