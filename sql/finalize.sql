@@ -15,7 +15,8 @@ GRANT EXECUTE ON FUNCTION
     toolgate.request_purchase_part(text, text, jsonb),
     toolgate.confirm(text, text),
     toolgate.call(text, text, text, jsonb),
-    toolgate.read(text, text, jsonb)
+    toolgate.read(text, text, jsonb),
+    toolgate.tools(text)
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.

@@ -323,6 +323,17 @@ BEGIN
 END
 $$;
 
+-- The tools an identity may call (an agent host's tool list): those whose policy row for the
+-- caller's tenant allows them and lists one of the caller's roles, with description, newest
+-- schema, base tier and whether writes are on. Not a call: nothing is audited.
+CREATE FUNCTION toolgate.tools(identity text) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'tools_wrapper';
+COMMENT ON FUNCTION toolgate.tools(text) IS
+    'The tools the identity''s tenant and role may call, each with its newest schema: what an agent host lists.';
+REVOKE ALL ON FUNCTION toolgate.tools(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.tools(text) TO toolgate_agent;
+
 -- The contract's three entry points keep their names, signatures and grants; they are the gate's
 -- generic entry points called with their tool's name (the C functions they were are replaced).
 CREATE OR REPLACE FUNCTION toolgate.request_close(identity text, conversation_id text, args jsonb) RETURNS jsonb

@@ -373,6 +373,15 @@ CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, ar
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS 'MODULE_PATHNAME', 'call_wrapper';
 
+-- The tools an identity may call (an agent host's tool list): those whose policy row for the
+-- caller's tenant allows them and lists one of the caller's roles, with description, newest
+-- schema, base tier and whether writes are on. Not a call: nothing is audited.
+CREATE FUNCTION toolgate.tools(identity text) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'MODULE_PATHNAME', 'tools_wrapper';
+COMMENT ON FUNCTION toolgate.tools(text) IS
+    'The tools the identity''s tenant and role may call, each with its newest schema: what an agent host lists.';
+
 -- The contract's three entry points are three tools by name, defined by the DBA like any other
 -- (examples/maintenance binds them to a maintenance ERP). SQL-standard bodies, bound when they are
 -- created (no search_path is ever consulted), and inlined into the caller's statement.

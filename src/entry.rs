@@ -119,6 +119,12 @@ fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> 
     })
 }
 
+/// The tools the caller's tenant and role may call (`toolgate.tools`), for an agent host to list.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tools(identity: Option<&str>) -> Jsonb {
+    guarded("tools", || Jsonb::of(&gate::tools(identity).to_json()))
+}
+
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
     guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation).to_json()))

@@ -111,6 +111,31 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
     .expect("a LEFT JOIN from one row returns one row")
 }
 
+/// The tools `who` may call, as the newest committed configuration says: a policy row of the
+/// caller's tenant that allows the tool and lists one of the caller's roles (`judge`'s test),
+/// with the tool's description, newest schema and base tier, ordered by name; a JSON array.
+pub fn listed_tools(who: &Identity) -> serde_json::Value {
+    let roles = if who.roles.is_empty() { vec![who.role.clone()] } else { who.roles.clone() };
+    let listed = spi::latest(
+        concat!(
+            "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
+             'name', t.tool, 'kind', t.kind, 'description', t.description, 'inputSchema', s.schema, \
+             'schema_version', s.version, 'sensitive', t.sensitive, 'tier', p.tier, \
+             'writes_enabled', t.kind = 'read' OR ",
+            writes_enabled_sql!("t.tool"),
+            ") ORDER BY t.tool), '[]'::jsonb)::text \
+             FROM toolgate.policies p JOIN toolgate.tools t ON t.tool = p.tool \
+             JOIN LATERAL (SELECT v.schema, v.version FROM toolgate.tool_schemas v WHERE v.tool = t.tool \
+                           ORDER BY v.version DESC LIMIT 1) s ON true \
+             WHERE p.tenant_id = $1 AND p.allowed AND p.roles OPERATOR(pg_catalog.&&) $2"
+        ),
+        &[who.tenant.clone().into(), roles.into()],
+        |r| spi::col::<String>(r, 1),
+    )
+    .unwrap_or_else(|| "[]".to_string());
+    serde_json::from_str(&listed).expect("jsonb text is JSON")
+}
+
 /// Judge the caller against the kill switch and the policy row.
 pub fn authorize(who: &Identity, tool: &str, sensitive: bool, audit: &mut Audit) -> Step<Policy> {
     judge(who, tool, sensitive, true, audit)

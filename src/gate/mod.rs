@@ -292,6 +292,24 @@ pub fn read(identity_token: Option<&str>, tool: &str, args: Option<&str>, oversi
     reply
 }
 
+/// The tools a verified caller may call: those whose policy row for the caller's tenant allows
+/// them and lists one of the caller's roles, each with its newest schema (`toolgate.tools`). Not
+/// a call: nothing is audited, and a refused token leaves a LOG line only.
+pub fn tools(identity_token: Option<&str>) -> Reply {
+    config::begin_call();
+    let who = match identity::verify(identity_token) {
+        Ok(who) => who,
+        Err(deny) => {
+            crate::audit::log_refusal("tools", deny.rule.as_str());
+            return deny.reply();
+        }
+    };
+    let tools = authorization::listed_tools(&who);
+    let count = tools.as_array().map_or(0, Vec::len);
+    let summary = format!("{count} tool(s) this caller may call in tenant {}.", who.tenant);
+    Reply::succeeded(json!({"tenant": who.tenant, "tools": tools}), summary)
+}
+
 fn run_defined_read(
     identity_token: Option<&str>,
     tool: &str,
