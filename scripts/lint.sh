@@ -3,7 +3,8 @@
 #   1. fmt: cargo fmt --check, of the workspace and of the fuzz crate (a workspace of its own)
 #   2. shellcheck: every shell script, found anew each run outside .git and target/ directories:
 #      the files named *.sh and the files whose first line runs bash or sh
-#   3. clippy: cargo clippy --locked --all-targets -D warnings, of the workspace and the fuzz crate
+#   3. clippy: cargo clippy --locked --all-targets -D warnings, of the workspace, of toolgate-mcp
+#      with its `broken` feature (the evals' deliberately broken servers) and of the fuzz crate
 #
 #   scripts/lint.sh                 # every step
 #   scripts/lint.sh shellcheck …    # these steps only, in the order given
@@ -42,6 +43,7 @@ lint_shellcheck() {
 # --locked: lint reads the tree and never rewrites it; a stale Cargo.lock is a failure to fix.
 lint_clippy() {
     cargo clippy --locked --workspace --all-targets -- -D warnings &&
+        cargo clippy --locked -p toolgate-mcp --all-targets --features broken -- -D warnings &&
         CARGO_TARGET_DIR=$fuzz_target cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 }
 

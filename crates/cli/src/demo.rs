@@ -323,7 +323,10 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     println!("\n9. Secrets: tokens and private keys appear in no log line and no table");
     let mut secrets = tokens.clone();
     for entry in std::fs::read_dir(&lab.keys_dir)? {
-        secrets.push(std::fs::read_to_string(entry?.path())?.trim().to_string());
+        // A PEM key file: its base64 lines, not its BEGIN and END lines.
+        let text = std::fs::read_to_string(entry?.path())?;
+        secrets
+            .extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("-----")).map(String::from));
     }
     let mut haystack = all_rows(&root).await?;
     match &opts.server_log {

@@ -1,8 +1,8 @@
-//! Key files of the identity providers and channels the demo plays. A file holds the base64url
-//! seed of one Ed25519 key, mode 0600; only its public half ever reaches the database.
+//! Key files of the identity providers and channels the demo plays. A file holds one Ed25519
+//! private key in PKCS#8 PEM (what `openssl genpkey -algorithm ed25519` writes), mode 0600; files
+//! of the older format, the base64url of the 32-byte seed, are still read. Only the public half
+//! ever reaches the database.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use serde_json::json;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -25,17 +25,16 @@ pub fn generate(dir: &Path, kid: &str) -> Result<Signer> {
     fs::create_dir_all(dir)?;
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
+    let signer = Signer::from_seed(kid, seed);
     let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path(dir, kid)?)?;
-    file.write_all(URL_SAFE_NO_PAD.encode(seed).as_bytes())?;
-    Ok(Signer::from_seed(kid, seed))
+    file.write_all(signer.to_pkcs8_pem().as_bytes())?;
+    Ok(signer)
 }
 
-/// Load key `kid` from `dir`.
+/// Load key `kid` from `dir` (PKCS#8 PEM, or the older base64url seed).
 pub fn load(dir: &Path, kid: &str) -> Result<Signer> {
     let text = fs::read_to_string(path(dir, kid)?)?;
-    let seed: [u8; 32] =
-        URL_SAFE_NO_PAD.decode(text.trim())?.try_into().map_err(|_| format!("{kid}: a key file holds 32 bytes"))?;
-    Ok(Signer::from_seed(kid, seed))
+    Ok(Signer::from_key_text(kid, &text)?)
 }
 
 /// Seconds since the epoch.
@@ -47,6 +46,18 @@ pub fn now() -> i64 {
 pub fn identity(signer: &Signer, sub: &str, tenant: &str, role: &str, ttl: i64) -> String {
     let now = now();
     signer.sign(&json!({"sub": sub, "tenant": tenant, "role": role, "iat": now, "exp": now + ttl}))
+}
+
+/// A token of arbitrary `claims` (a JSON object) with `iat` and `exp` set, as an OpenID
+/// provider would issue it.
+pub fn token(signer: &Signer, claims: serde_json::Value, ttl: i64) -> Result<String> {
+    let serde_json::Value::Object(mut claims) = claims else {
+        return Err("claims: a JSON object".into());
+    };
+    let now = now();
+    claims.insert("iat".into(), json!(now));
+    claims.insert("exp".into(), json!(now + ttl));
+    Ok(signer.sign(&claims))
 }
 
 /// A confirmation token, as the tenant's channel would sign what the person typed.

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{bench, demo, keys, load};
+use toolgate_cli::{bench, demo, fixture, keys, load};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -15,7 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Generate an Ed25519 key pair; the private seed goes to DIR/KID.key (0600), the public key
+    /// Generate an Ed25519 key pair; the private key goes to DIR/KID.key (PKCS#8 PEM, 0600), the public key
     /// (JWK x, what toolgate.add_key takes) to standard output.
     Keygen {
         #[arg(long)]
@@ -46,6 +46,19 @@ enum Command {
         #[arg(long, default_value_t = 3600, allow_hyphen_values = true)]
         ttl: i64,
     },
+    /// Sign CLAIMS (a JSON object) with iat and exp added, as an OpenID provider registered with
+    /// toolgate.add_issuer would issue a token (EdDSA, the key DIR/KID.key).
+    Token {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        kid: String,
+        #[arg(long)]
+        claims: String,
+        /// Seconds until it expires (negative: already expired).
+        #[arg(long, default_value_t = 3600, allow_hyphen_values = true)]
+        ttl: i64,
+    },
     /// Mint a confirmation token, as a tenant's channel would sign what the person answered.
     Confirmation {
         #[arg(long)]
@@ -65,6 +78,24 @@ enum Command {
         #[arg(long, default_value = "typed", value_parser = ["typed", "voice"])]
         via: String,
     },
+    /// Create database DBNAME afresh with seed 000's lab (the maintenance example, its tenants,
+    /// logins and keys); the private keys go to KEYS/DBNAME/, only public halves to the database.
+    Lab {
+        /// Socket directory or host of the server.
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        port: u16,
+        #[arg(long, default_value = "toolgate_lab")]
+        dbname: String,
+        #[arg(long)]
+        keys: PathBuf,
+    },
+    /// Serve MCP over standard input and output in front of the gate; configured by the
+    /// environment: TOOLGATE_DATABASE_URL, TOOLGATE_IDENTITY_TOKEN_FILE (or
+    /// TOOLGATE_IDENTITY_TOKEN), TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID,
+    /// TOOLGATE_CONVERSATION, TOOLGATE_CONFIRM_WAIT, TOOLGATE_CHANNEL_MESSAGE_FILE.
+    Mcp,
     /// Replay seed 000's lab against a server with pg_toolgate installed.
     Demo {
         /// Socket directory or host of the server.
@@ -156,10 +187,20 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
         Command::Identity { dir, kid, sub, tenant, role, ttl } => {
             println!("{}", keys::identity(&keys::load(&dir, &kid)?, &sub, &tenant, &role, ttl))
         }
+        Command::Token { dir, kid, claims, ttl } => {
+            let claims: serde_json::Value = serde_json::from_str(&claims)?;
+            println!("{}", keys::token(&keys::load(&dir, &kid)?, claims, ttl)?)
+        }
         Command::Confirmation { dir, kid, proposal, decision, text, at_offset, via } => {
             let signer = keys::load(&dir, &kid)?;
             println!("{}", keys::confirmation(&signer, &proposal, &decision, &text, keys::now() + at_offset, &via))
         }
+        Command::Lab { host, port, dbname, keys } => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let lab = runtime.block_on(fixture::Lab::create(&Server { host, port }, &dbname, &keys))?;
+            println!("lab: database {} loaded; keys in {}", lab.dbname, lab.keys_dir.display());
+        }
+        Command::Mcp => toolgate_mcp::run()?,
         Command::Demo { host, port, dbname, keys, server_log } => {
             let opts = demo::Options { server: Server { host, port }, dbname, keys_dir: keys, server_log };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

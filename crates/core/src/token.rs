@@ -7,7 +7,9 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ed25519_dalek::pkcs8::{DecodePublicKey, EncodePrivateKey};
+use ed25519_dalek::ed25519::pkcs8::KeypairBytes;
+use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use jsonwebtoken::crypto::{rust_crypto, CryptoProvider, JwtVerifier};
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -432,6 +434,32 @@ impl Signer {
         Signer { kid: kid.to_string(), key: SigningKey::from_bytes(&seed) }
     }
 
+    /// A signer from the text of a key file: PKCS#8 PEM (what `openssl genpkey -algorithm
+    /// ed25519` writes, and `toolgate keygen` since 0.2.0), or the older format, the base64url
+    /// of the 32-byte seed. The error names the kid, never the key.
+    pub fn from_key_text(kid: &str, text: &str) -> Result<Signer, String> {
+        let text = text.trim();
+        if text.starts_with("-----BEGIN") {
+            let key = SigningKey::from_pkcs8_pem(text)
+                .map_err(|_| format!("{kid}: not an Ed25519 private key in PKCS#8 PEM"))?;
+            return Ok(Signer { kid: kid.to_string(), key });
+        }
+        let seed: [u8; 32] = URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| format!("{kid}: neither PKCS#8 PEM nor the base64url of a 32-byte seed"))?;
+        Ok(Signer::from_seed(kid, seed))
+    }
+
+    /// The private key as PKCS#8 PEM, the format of key files: version 1, the seed alone, as
+    /// `openssl genpkey -algorithm ed25519` writes it (OpenSSL 3.0 cannot read the version 2 that
+    /// `SigningKey` would write, with the public key inside).
+    pub fn to_pkcs8_pem(&self) -> String {
+        let bytes = KeypairBytes { secret_key: self.key.to_bytes(), public_key: None };
+        bytes.to_pkcs8_pem(LineEnding::LF).expect("an Ed25519 key always encodes").to_string()
+    }
+
     pub fn kid(&self) -> &str {
         &self.kid
     }
@@ -481,6 +509,25 @@ mod tests {
             iat: Some(NOW),
             nbf: None,
             roles: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn key_text_reads_pem_and_the_older_seed() {
+        let s = signer("chan-a", 7);
+        // What `openssl genpkey -algorithm ed25519` writes for the seed 0x07 × 32.
+        let pem = s.to_pkcs8_pem();
+        let openssl = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcH\n-----END PRIVATE KEY-----\n";
+        assert_eq!(pem, openssl);
+        assert_eq!(Signer::from_key_text("chan-a", &pem).unwrap().public_key(), s.public_key());
+        let seed = URL_SAFE_NO_PAD.encode([7u8; 32]);
+        assert_eq!(Signer::from_key_text("chan-a", &format!("{seed}\n")).unwrap().public_key(), s.public_key());
+        // PKCS#8 version 2, with the public key inside, reads too.
+        let v2 = s.key.to_pkcs8_pem(LineEnding::LF).unwrap();
+        assert_eq!(Signer::from_key_text("chan-a", &v2).unwrap().public_key(), s.public_key());
+        for bad in ["", "c2hvcnQ", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"] {
+            let e = Signer::from_key_text("chan-a", bad).err().unwrap();
+            assert!(e.starts_with("chan-a: "), "{e}");
         }
     }
 

@@ -1,0 +1,21 @@
+//! `toolgate-mcp-broken`: `toolgate mcp` with one deliberately broken behaviour, named by
+//! `TOOLGATE_MCP_BROKEN`, for tests/mcp/evals.py to prove it catches it. Built only with
+//! `--features broken`; it refuses to start without a known behaviour.
+
+use std::process::ExitCode;
+use toolgate_mcp::broken::{Broken, VARIABLE};
+
+fn main() -> ExitCode {
+    if Broken::from_env().is_none() {
+        let names: Vec<&str> = Broken::ALL.iter().map(|(n, _)| *n).collect();
+        eprintln!("toolgate-mcp-broken: set {VARIABLE} to one of {}", names.join(", "));
+        return ExitCode::from(2);
+    }
+    match toolgate_mcp::run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("toolgate-mcp-broken: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
