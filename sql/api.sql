@@ -112,15 +112,139 @@ END
 $$;
 
 -- Make `issuer` the tenant's trusted issuer: its tokens whose tenant claim is claim_value act for
--- tenant_id (and no other issuer's tokens do).
+-- tenant_id (and no other issuer's tokens do). A tenant trusts one issuer: a mapping this
+-- replaces is named in a NOTICE (the same mapping again changes nothing). The tenant's own active
+-- Ed25519 identity keys (toolgate.keys) stay trusted alongside the issuer, and a NOTICE names them
+-- (toolgate.revoke_key ends one).
 CREATE FUNCTION toolgate.set_tenant_issuer(tenant_id text, issuer text, claim_value text) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
-    INSERT INTO toolgate.tenant_issuers (tenant_id, issuer, claim_value)
-    VALUES (tenant_id, issuer, claim_value)
-    ON CONFLICT ON CONSTRAINT tenant_issuers_pkey
-    DO UPDATE SET issuer = excluded.issuer, claim_value = excluded.claim_value, created_at = pg_catalog.now()
+DECLARE
+    old_issuer text;
+    old_value text;
+    kids text;
+BEGIN
+    LOOP
+        SELECT t.issuer, t.claim_value INTO old_issuer, old_value
+          FROM toolgate.tenant_issuers t WHERE t.tenant_id = set_tenant_issuer.tenant_id FOR UPDATE;
+        IF FOUND THEN
+            IF old_issuer IS DISTINCT FROM issuer OR old_value IS DISTINCT FROM claim_value THEN
+                UPDATE toolgate.tenant_issuers t
+                   SET issuer = set_tenant_issuer.issuer, claim_value = set_tenant_issuer.claim_value,
+                       created_at = pg_catalog.now()
+                 WHERE t.tenant_id = set_tenant_issuer.tenant_id;
+                RAISE NOTICE 'tenant %: issuer % (claim value %) replaced by issuer % (claim value %)',
+                    tenant_id, old_issuer, old_value, issuer, claim_value;
+            END IF;
+            EXIT;
+        END IF;
+        -- No mapping yet; one made meanwhile by another session is found by the next turn.
+        INSERT INTO toolgate.tenant_issuers (tenant_id, issuer, claim_value)
+        VALUES (tenant_id, issuer, claim_value)
+        ON CONFLICT ON CONSTRAINT tenant_issuers_pkey DO NOTHING;
+        EXIT WHEN FOUND;
+    END LOOP;
+    SELECT pg_catalog.string_agg(k.kid, ', ' ORDER BY k.kid) INTO kids
+      FROM toolgate.keys k
+     WHERE k.tenant_id = set_tenant_issuer.tenant_id AND k.purpose = 'identity' AND k.active;
+    IF kids IS NOT NULL THEN
+        RAISE NOTICE 'tenant % also accepts identity tokens signed by its own Ed25519 key(s) %', tenant_id, kids
+            USING HINT = 'Revoke each with toolgate.revoke_key(kid) for the issuer to be the only way in.';
+    END IF;
+END
 $$;
+
+-- The tenant no longer trusts any issuer (its Ed25519 identity keys, if any, still count). The
+-- mapping removed is named in a NOTICE.
+CREATE FUNCTION toolgate.unset_tenant_issuer(tenant_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    old_issuer text;
+    old_value text;
+BEGIN
+    DELETE FROM toolgate.tenant_issuers t WHERE t.tenant_id = unset_tenant_issuer.tenant_id
+    RETURNING t.issuer, t.claim_value INTO old_issuer, old_value;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tenant % has no issuer', tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+    RAISE NOTICE 'tenant %: issuer % (claim value %) no longer trusted', tenant_id, old_issuer, old_value;
+END
+$$;
+
+-- Correct a registered issuer: each argument given (add_issuer's names) replaces that field, NULL
+-- or left out keeps it. Checked as add_issuer checks them (a JWKS document by check_jwks, and
+-- counts as a rotation; the rest by the table's constraints). Each backend's next call uses the
+-- new registration (the issuers_changed trigger), tokens it verified before included. Returns
+-- the number of signing keys the issuer now has.
+CREATE FUNCTION toolgate.alter_issuer(
+    issuer text,
+    iss text DEFAULT NULL,
+    audiences text[] DEFAULT NULL,
+    jwks jsonb DEFAULT NULL,
+    tenant_claim text DEFAULT NULL,
+    actor_claim text DEFAULT NULL,
+    roles_claim text DEFAULT NULL
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    n integer := toolgate.check_jwks(jwks);
+    kept jsonb;
+BEGIN
+    IF pg_catalog.num_nonnulls(iss, audiences, jwks, tenant_claim, actor_claim, roles_claim) = 0 THEN
+        RAISE EXCEPTION 'nothing to change for issuer %', issuer USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Name the fields to change, e.g. audiences => ARRAY[''toolgate'']; NULL keeps a field.';
+    END IF;
+    UPDATE toolgate.issuers i
+       SET iss = COALESCE(alter_issuer.iss, i.iss),
+           audiences = COALESCE(alter_issuer.audiences, i.audiences),
+           jwks = COALESCE(alter_issuer.jwks, i.jwks),
+           tenant_claim = COALESCE(alter_issuer.tenant_claim, i.tenant_claim),
+           actor_claim = COALESCE(alter_issuer.actor_claim, i.actor_claim),
+           roles_claim = COALESCE(alter_issuer.roles_claim, i.roles_claim),
+           keys_changed_at = CASE WHEN alter_issuer.jwks IS NULL THEN i.keys_changed_at ELSE pg_catalog.now() END
+     WHERE i.issuer = alter_issuer.issuer
+    RETURNING i.jwks INTO kept;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown issuer %', issuer USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN COALESCE(n, toolgate.check_jwks(kept));
+END
+$$;
+
+-- Remove a registered issuer with its keys: its tokens are refused from each backend's next call
+-- (unknown_issuer). Refused while a tenant trusts it.
+CREATE FUNCTION toolgate.drop_issuer(issuer text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    tenants text;
+BEGIN
+    -- Locked first: a mapping being made now (its foreign key check) is waited for, and seen below.
+    PERFORM 1 FROM toolgate.issuers i WHERE i.issuer = drop_issuer.issuer FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown issuer %', issuer USING ERRCODE = 'no_data_found';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (claim value %s)', t.tenant_id, t.claim_value), ', '
+                                 ORDER BY t.tenant_id)
+      INTO tenants
+      FROM toolgate.tenant_issuers t WHERE t.issuer = drop_issuer.issuer;
+    IF tenants IS NOT NULL THEN
+        RAISE EXCEPTION 'issuer % is trusted by tenant %', issuer, tenants
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Map each tenant to another issuer (toolgate.set_tenant_issuer) or to none (toolgate.unset_tenant_issuer) first.';
+    END IF;
+    DELETE FROM toolgate.issuers i WHERE i.issuer = drop_issuer.issuer;
+END
+$$;
+
+COMMENT ON FUNCTION toolgate.alter_issuer(text, text, text[], jsonb, text, text, text) IS
+    'Correct a registered identity provider: each field given replaces the stored one, NULL keeps it.';
+COMMENT ON FUNCTION toolgate.drop_issuer(text) IS
+    'Remove a registered identity provider and its keys; refused while a tenant trusts it.';
+COMMENT ON FUNCTION toolgate.unset_tenant_issuer(text) IS
+    'The tenant trusts no identity provider any more (its own Ed25519 identity keys still count).';
 
 -- A new version of a tool's argument contract; it must compile as draft 2020-12.
 CREATE FUNCTION toolgate.set_tool_schema(tool text, schema jsonb) RETURNS integer
