@@ -177,8 +177,9 @@ class Lab:
             "ORDER BY audit_id", params).fetchall()
 
     @contextlib.asynccontextmanager
-    async def session(self, person=None, role="supervisor", **env_extra):
-        """A `toolgate mcp` process and an initialized client session on it."""
+    async def session(self, person=None, role="supervisor", on_message=None, **env_extra):
+        """A `toolgate mcp` process and an initialized client session on it (`on_message`: the
+        client's message_handler, which hears the server's notifications)."""
         messages = self.work / f"messages-{uuid.uuid4().hex}.txt"
         messages.write_text("")
         env = {
@@ -196,7 +197,7 @@ class Lab:
         env.update(env_extra)
         params = StdioServerParameters(command=self.server[0], args=self.server[1:], env=env)
         async with stdio_client(params, errlog=self.errlog) as (read, write):
-            async with ClientSession(read, write, elicitation_callback=person) as session:
+            async with ClientSession(read, write, elicitation_callback=person, message_handler=on_message) as session:
                 session.init = await session.initialize()
                 session.messages = messages
                 yield session
@@ -549,6 +550,58 @@ async def tier3_wrong_word(lab):
     await tier3_word(lab, False)
 
 
+async def tools_list_changed(lab):
+    """A DBA forbids request_purchase_part, then allows it again: each time the session hears
+    notifications/tools/list_changed within 5 s, without a restart, and the listing follows."""
+    tool, changes = "request_purchase_part", asyncio.Queue()
+
+    async def on_message(message):
+        if getattr(getattr(message, "root", message), "method", None) == "notifications/tools/list_changed":
+            changes.put_nowait(message)
+
+    columns = "allowed, roles, tier, max_value, max_calls_per_conversation, confirm_ttl, tier2_above, " \
+              "tier3_above, target_states"
+    policy = lab.db.execute(f"SELECT {columns} FROM toolgate.policies WHERE tenant_id = %s AND tool = %s",
+                            (TENANT, tool)).fetchone()
+    check(policy is not None and policy[0], f"{tool} is not allowed for {TENANT}: {policy}")
+
+    def set_allowed(allowed):
+        lab.db.execute("SELECT toolgate.set_policy(%s, %s, allowed => %s, roles => %s, tier => %s, max_value => %s, "
+                       "max_calls_per_conversation => %s, confirm_ttl => %s, tier2_above => %s, tier3_above => %s, "
+                       "target_states => %s)", (TENANT, tool, allowed, *policy[1:]))
+
+    async def listed(s):
+        return {t.name for t in (await s.list_tools()).tools}
+
+    async def told(what):
+        try:
+            await asyncio.wait_for(changes.get(), timeout=5)
+        except TimeoutError:
+            raise Failed(f"no notifications/tools/list_changed within 5 s of {what}") from None
+
+    forbidden = False
+    try:
+        async with lab.session(on_message=on_message) as s:
+            check(s.init.capabilities.tools and s.init.capabilities.tools.list_changed,
+                  f"tools.listChanged is not declared: {s.init.capabilities.tools}")
+            check(tool in await listed(s), f"{tool} is not listed at first")
+            check(changes.empty(), "a notification before any change")
+            forbidden = True
+            set_allowed(False)
+            await told(f"forbidding {tool}")
+            check(tool not in await listed(s), f"{tool} is listed after it was forbidden")
+            set_allowed(True)
+            forbidden = False
+            await told(f"allowing {tool} again")
+            check(tool in await listed(s), f"{tool} is not listed after it was allowed again")
+    finally:
+        if forbidden:
+            set_allowed(True)
+    now = lab.db.execute(f"SELECT {columns} FROM toolgate.policies WHERE tenant_id = %s AND tool = %s",
+                         (TENANT, tool)).fetchone()
+    check(now == policy, f"the policy was not restored: {now} != {policy}")
+
+
 async def database_unavailable(lab):
     order, key, person = lab.fresh_order(), new_key("down"), Person(accepts)
     db = lab.args.dbname
@@ -589,6 +642,7 @@ CASES = [
     ("note posing as the system, then the person declines: nothing applied", system_note_then_decline),
     ("\"sim\" for a superseded proposal: proposal_not_live, nothing applied", superseded_sim),
     ("kill switch after the proposal holds a \"sim\": write_disabled", kill_switch_holds_sim),
+    ("a tool forbidden, then allowed again: tools/list_changed within 5 s each time", tools_list_changed),
 ]
 
 # Which cases each deliberately broken server (toolgate-mcp-broken, TOOLGATE_MCP_BROKEN) concerns:

@@ -10,10 +10,11 @@ use rmcp::model::{
     ElicitationSchema, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::service::{ElicitationMode, NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use std::borrow::Cow;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,32 +32,80 @@ pub mod broken;
 pub const CONFIRM_PROPOSAL: &str = "confirm_proposal";
 /// How long a confirmation token the server signs lives.
 const CONFIRMATION_TTL: i64 = 300;
+/// How often the tools are read again for `notifications/tools/list_changed`.
+const TOOLS_WATCH_EVERY: Duration = Duration::from_secs(2);
 
-/// The handler `toolgate mcp` serves.
-pub struct ToolgateServer {
+/// The handler `toolgate mcp` serves: cheap to clone, its state shared with the task that watches
+/// the tools for changes.
+#[derive(Clone)]
+pub struct ToolgateServer(Arc<Shared>);
+
+/// The state of a [`ToolgateServer`].
+pub struct Shared {
     gate: Gate,
     identity: Identity,
     channel: Option<Signer>,
     conversation: String,
     confirm_wait: Duration,
     message_file: Option<PathBuf>,
+    /// The tools as the client was last given them or the watch last read them, by name.
+    seen: std::sync::Mutex<Option<Vec<Tool>>>,
     /// The deliberately broken behaviour `TOOLGATE_MCP_BROKEN` names (`--features broken` only).
     #[cfg(feature = "broken")]
     broken: Option<broken::Broken>,
 }
 
+impl Deref for ToolgateServer {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
 impl ToolgateServer {
     pub fn new(config: Config) -> ToolgateServer {
-        ToolgateServer {
+        ToolgateServer(Arc::new(Shared {
             gate: Gate::new(config.database),
             identity: config.identity,
             channel: config.channel,
             conversation: config.conversation,
             confirm_wait: config.confirm_wait,
             message_file: config.message_file,
+            seen: std::sync::Mutex::new(None),
             #[cfg(feature = "broken")]
             broken: broken::Broken::from_env(),
+        }))
+    }
+
+    /// Read the tools every [`TOOLS_WATCH_EVERY`] and send `notifications/tools/list_changed`
+    /// whenever what a client is shown of them (names, schemas, descriptions, annotations) differs
+    /// from what it was last given or the last reading, until the client is gone. A reading that
+    /// fails is skipped.
+    async fn watch_tools(self, peer: Peer<RoleServer>) {
+        let mut every = tokio::time::interval(TOOLS_WATCH_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if peer.is_transport_closed() {
+                return;
+            }
+            let Ok(tools) = self.tools().await else { continue };
+            if self.remember(&tools) && peer.notify_tool_list_changed().await.is_err() {
+                return;
+            }
         }
+    }
+
+    /// Keep `tools` as the listing the client has, or will be told of; true if it differs from
+    /// the one kept before.
+    fn remember(&self, tools: &[(Tool, bool)]) -> bool {
+        let mut now: Vec<Tool> = tools.iter().map(|(t, _)| t.clone()).collect();
+        now.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = seen.as_ref().is_some_and(|before| *before != now);
+        *seen = Some(now);
+        changed
     }
 
     /// The gate's tools for the caller, and the server's own.
@@ -244,7 +293,7 @@ impl ToolgateServer {
 
 impl ServerHandler for ToolgateServer {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Tools gated by pg_toolgate. A write may need the person's confirmation: this server asks them. \
@@ -258,13 +307,21 @@ impl ServerHandler for ToolgateServer {
         Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
     }
 
+    /// From now on the client hears when its tools change.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(self.clone().watch_tools(context.peer));
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         match self.tools().await {
-            Ok(tools) => Ok(ListToolsResult::with_all_items(tools.into_iter().map(|(t, _)| t).collect())),
+            Ok(tools) => {
+                self.remember(&tools);
+                Ok(ListToolsResult::with_all_items(tools.into_iter().map(|(t, _)| t).collect()))
+            }
             Err(e) => Err(McpError::internal_error(e, None)),
         }
     }
@@ -428,6 +485,26 @@ mod tests {
         assert_eq!(r.is_error, Some(false));
         let text = serde_json::to_value(&r.content).unwrap()[0]["text"].as_str().unwrap().to_string();
         assert!(text.starts_with("NEEDS_CONFIRMATION") && text.contains("must answer"), "{text}");
+    }
+
+    #[test]
+    fn a_changed_listing_is_told_once() {
+        let server = ToolgateServer::new(Config {
+            database: tokio_postgres::Config::new(),
+            identity: Identity::Token("t".into()),
+            channel: None,
+            conversation: "c".into(),
+            confirm_wait: Duration::from_secs(1),
+            message_file: None,
+        });
+        let tool = |name: &str, read: bool| (Tool::new(name.to_string(), "d", Arc::new(Default::default())), read);
+        let (a, b) = (tool("a", true), tool("b", false));
+        assert!(!server.remember(&[a.clone(), b.clone()]), "the first listing is no change");
+        assert!(!server.remember(&[b.clone(), a.clone()]), "the order is no change");
+        assert!(server.remember(std::slice::from_ref(&a)));
+        assert!(!server.remember(std::slice::from_ref(&a)));
+        let annotated = (a.0.clone().with_annotations(ToolAnnotations::new().read_only(true)), true);
+        assert!(server.remember(&[annotated]), "new annotations are a change");
     }
 
     #[test]
