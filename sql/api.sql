@@ -246,6 +246,20 @@ COMMENT ON FUNCTION toolgate.drop_issuer(text) IS
 COMMENT ON FUNCTION toolgate.unset_tenant_issuer(text) IS
     'The tenant trusts no identity provider any more (its own Ed25519 identity keys still count).';
 
+-- The iss of every registered issuer, distinct and sorted (bytewise), as a JSON array ([] when
+-- none): the authorization_servers an MCP server, connected as the application's login, serves in
+-- its OAuth Protected Resource Metadata (RFC 9728). Issuer URLs are public; nothing else of an
+-- issuer (audiences, keys, claims) is returned. An agent entry point, like tools.
+CREATE FUNCTION toolgate.authorization_servers() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT COALESCE(pg_catalog.jsonb_agg(DISTINCT i.iss COLLATE pg_catalog."C" ORDER BY i.iss COLLATE pg_catalog."C"),
+                    '[]'::pg_catalog.jsonb)
+      FROM toolgate.issuers i
+$$;
+COMMENT ON FUNCTION toolgate.authorization_servers() IS
+    'The iss of every registered identity provider, sorted: an MCP server''s authorization_servers (RFC 9728).';
+
 -- A new version of a tool's argument contract; it must compile as draft 2020-12.
 CREATE FUNCTION toolgate.set_tool_schema(tool text, schema jsonb) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp

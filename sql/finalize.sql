@@ -16,7 +16,8 @@ GRANT EXECUTE ON FUNCTION
     toolgate.confirm(text, text),
     toolgate.call(text, text, text, jsonb),
     toolgate.read(text, text, jsonb),
-    toolgate.tools(text)
+    toolgate.tools(text),
+    toolgate.authorization_servers()
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.

@@ -1120,3 +1120,23 @@ REVOKE ALL ON FUNCTION toolgate.alter_issuer(text, text, text[], jsonb, text, te
                       toolgate.unset_tenant_issuer(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.alter_issuer(text, text, text[], jsonb, text, text, text), toolgate.drop_issuer(text),
                           toolgate.unset_tenant_issuer(text) TO toolgate_admin;
+
+------------------------------------------------------------------------------------------------
+-- The issuers' URLs for the agent: what an MCP server lists as its authorization servers.
+------------------------------------------------------------------------------------------------
+
+-- The iss of every registered issuer, distinct and sorted (bytewise), as a JSON array ([] when
+-- none): the authorization_servers an MCP server, connected as the application's login, serves in
+-- its OAuth Protected Resource Metadata (RFC 9728). Issuer URLs are public; nothing else of an
+-- issuer (audiences, keys, claims) is returned. An agent entry point, like tools.
+CREATE FUNCTION toolgate.authorization_servers() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT COALESCE(pg_catalog.jsonb_agg(DISTINCT i.iss COLLATE pg_catalog."C" ORDER BY i.iss COLLATE pg_catalog."C"),
+                    '[]'::pg_catalog.jsonb)
+      FROM toolgate.issuers i
+$$;
+COMMENT ON FUNCTION toolgate.authorization_servers() IS
+    'The iss of every registered identity provider, sorted: an MCP server''s authorization_servers (RFC 9728).';
+REVOKE ALL ON FUNCTION toolgate.authorization_servers() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.authorization_servers() TO toolgate_agent;

@@ -27,6 +27,11 @@ SELECT toolgate.add_issuer('idp-x', 'https://idp.example/', ARRAY[]::text[],
        jsonb_build_object('keys', jsonb_build_array(pg_temp.rsa('k', 2048))), 'tenant');
 RESET ROLE;
 SELECT count(*) AS issuers FROM toolgate.issuers;
+-- The issuers' URLs an MCP server serves as its authorization_servers (RFC 9728): none yet. The
+-- agent may read them, and nothing else of an issuer.
+SET ROLE toolgate_agent;
+SELECT toolgate.authorization_servers() AS authorization_servers;
+RESET ROLE;
 SET ROLE toolgate_admin;
 -- Accepted: an RSA signing key, and an encryption key that is skipped (1 signing key).
 SELECT toolgate.add_issuer('idp-x', 'https://idp.example/', ARRAY['toolgate'],
@@ -64,6 +69,10 @@ SELECT toolgate.alter_issuer('idp-x', audiences => ARRAY['toolgate', NULL]);
 SELECT toolgate.alter_issuer('idp-x', tenant_claim => '');
 SELECT toolgate.add_issuer('idp-y', 'https://idp-y.example/', ARRAY['toolgate'], pg_temp.okp('iss-y-ed', :'yk'), 'org');
 SELECT toolgate.alter_issuer('idp-x', iss => 'https://idp-y.example/');
+RESET ROLE;
+-- Two issuers: their iss, sorted, and nothing else of them.
+SET ROLE toolgate_agent;
+SELECT toolgate.authorization_servers() AS authorization_servers;
 RESET ROLE;
 SELECT issuer, iss, audiences, jsonb_path_query_array(jwks, '$.keys[*].kid') AS kids, tenant_claim, actor_claim, roles_claim
   FROM toolgate.issuers ORDER BY issuer;
@@ -122,6 +131,9 @@ SELECT toolgate.drop_issuer('idp-x');
 SELECT toolgate.drop_issuer('idp-x');
 RESET ROLE;
 SELECT issuer FROM toolgate.issuers ORDER BY issuer;
+SET ROLE toolgate_agent;
+SELECT toolgate.authorization_servers() AS authorization_servers;
+RESET ROLE;
 SELECT tenant_id, issuer, claim_value FROM toolgate.tenant_issuers ORDER BY tenant_id;
 SELECT pg_temp.verdict(:'new_aud') AS dropped_issuer_token;
 -- Only toolgate_admin may execute them (the owner aside): SECURITY DEFINER, search_path pinned.
@@ -134,6 +146,13 @@ SELECT p.oid::regprocedure AS function, p.prosecdef, p.proconfig,
                  'toolgate.drop_issuer(text)'::regprocedure, 'toolgate.unset_tenant_issuer(text)'::regprocedure,
                  'toolgate.set_tenant_issuer(text, text, text)'::regprocedure)
  ORDER BY p.oid::regprocedure::text;
+-- authorization_servers is the agent's (and the owner's) alone: SECURITY DEFINER, STABLE, search_path pinned.
+SELECT p.oid::regprocedure AS function, p.prosecdef, p.provolatile, p.proconfig,
+       array(SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+               FROM aclexplode(p.proacl) a
+              WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner ORDER BY 1) AS execute
+  FROM pg_proc p
+ WHERE p.oid = 'toolgate.authorization_servers()'::regprocedure;
 -- The agent may do none of it.
 SET ROLE toolgate_agent;
 SELECT toolgate.set_tenant_issuer('shopping-d', 'idp-x', 'org_e');
