@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The MCP evals: `toolgate mcp` driven over stdio by a scripted model and a scripted person
+# The MCP evals: `toolgate mcp` driven by a scripted model and a scripted person
 # (tests/mcp/evals.py, on the Python MCP SDK) against seed 000's lab (`toolgate lab`) on a
 # throwaway cluster, each case judged by what reached the ERP and the audit and run 3 times
-# (pass^3; TOOLGATE_EVAL_RUNS changes it). The same cases also run against three deliberately
-# broken servers (toolgate-mcp-broken, built with `--features broken`, one behaviour each named by
-# TOOLGATE_MCP_BROKEN), each on a lab database of its own and all four at once. Prints one score
-# table, a column per server, and exits non-zero when the normal server fails any case or a broken
-# server passes a case that concerns it (evals.py's CONCERNS); with --write-docs it also writes the
-# table to docs/evals.md.
+# (pass^3; TOOLGATE_EVAL_RUNS changes it). The normal server runs three legs: stdio speaking
+# protocol 2025-11-25 (elicitation/create), stdio and Streamable HTTP speaking 2026-07-28
+# (input_required). The same cases also run against four deliberately broken servers
+# (toolgate-mcp-broken, built with `--features broken`, one behaviour each named by
+# TOOLGATE_MCP_BROKEN), each leg on a lab database of its own and all at once. Prints one score
+# table, a column per server and leg, and exits non-zero when the normal server fails any case or a
+# broken server passes a case that concerns it (evals.py's CONCERNS); with --write-docs it also
+# writes the table to docs/evals.md.
 #
 # Assumes what scripts/setup.sh does: the extension installed into the PostgreSQL TOOLGATE_PG
 # names, and target/mcp-venv. TOOLGATE_KEEP=1 keeps the work directory (each server's stderr is
@@ -32,7 +34,16 @@ toolgate_cli
 # Its own binary, so that target/debug/toolgate never has the broken behaviours.
 cargo build --quiet -p toolgate-mcp --features broken --bin toolgate-mcp-broken
 broken_bin=${CARGO_TARGET_DIR:-$root/target}/debug/toolgate-mcp-broken
-servers=(normal answer_from_argument no_elicitation_is_consent any_channel_message)
+# Each leg: name, server, transport, protocol revision.
+legs=(
+    "normal normal stdio 2025-11-25"
+    "normal-modern normal stdio 2026-07-28"
+    "normal-http normal http 2026-07-28"
+    "answer_from_argument answer_from_argument stdio 2025-11-25"
+    "no_elicitation_is_consent no_elicitation_is_consent stdio 2025-11-25"
+    "any_channel_message any_channel_message stdio 2025-11-25"
+    "foreign_state foreign_state stdio 2026-07-28"
+)
 
 make_work
 throwaway_cluster pg "${TOOLGATE_EVAL_PORT:-54401}"
@@ -40,25 +51,34 @@ host=$work/pg/socket
 log "throwaway cluster on 127.0.0.1:$port (socket $host)"
 started=$SECONDS
 pids=()
-for s in "${servers[@]}"; do
-    "$TOOLGATE_BIN" lab --host "$host" --port "$port" --dbname "evals_$s" --keys "$work/keys" >/dev/null
+names=()
+for leg in "${legs[@]}"; do
+    read -r s server transport revision <<<"$leg"
+    names+=("$s")
+    db=evals_${s//-/_}
+    "$TOOLGATE_BIN" lab --host "$host" --port "$port" --dbname "$db" --keys "$work/keys" >/dev/null
     # The normal server runs with TOOLGATE_MCP_BROKEN set: without the feature it must do nothing.
     server_args=(--env TOOLGATE_MCP_BROKEN=answer_from_argument)
-    [ "$s" = normal ] || server_args=(--server "$broken_bin" --broken "$s")
+    [ "$server" = normal ] || server_args=(--server "$broken_bin" --broken "$server")
     "$python" tests/mcp/evals.py --toolgate "$TOOLGATE_BIN" --host "$host" --port "$port" \
-        --dbname "evals_$s" --keys "$work/keys/evals_$s" --work "$work/evals-$s" \
-        --runs "$runs" --results "$work/results-$s.json" "${server_args[@]}" 2>"$work/$s.log" &
+        --dbname "$db" --keys "$work/keys/$db" --work "$work/evals-$s" --transport "$transport" \
+        --revision "$revision" --runs "$runs" --results "$work/results-$s.json" "${server_args[@]}" 2>"$work/$s.log" &
     pids+=($!)
 done
-log "running ${#servers[*]} servers at once: ${servers[*]}"
+log "running ${#legs[*]} legs at once: ${names[*]}"
 for pid in "${pids[@]}"; do wait "$pid" || true; done
 log "all servers done in $((SECONDS - started)) s"
 
-# The normal server's whole log; of a broken one, each case's score only.
-cat "$work/normal.log" >&2
-for s in "${servers[@]:1}"; do grep -E '^\[[a-z_]+\] (ok  |FAIL) [0-9]+/' "$work/$s.log" >&2 || true; done
+# The normal server's whole logs; of a broken one, each case's score only.
+for s in "${names[@]}"; do
+    if [[ $s == normal* ]]; then
+        cat "$work/$s.log" >&2
+    else
+        grep -E '^\[[a-z_]+ [a-z]+ [0-9-]+\] (ok  |FAIL) [0-9]+/' "$work/$s.log" >&2 || true
+    fi
+done
 results=()
-for s in "${servers[@]}"; do
+for s in "${names[@]}"; do
     if [ ! -s "$work/results-$s.json" ]; then
         log "no results from the $s server; its log:" >&2
         tail -n 30 "$work/$s.log" >&2
@@ -81,26 +101,35 @@ if [ -n "$write_docs" ] && [ -f "$work/table.md" ]; then
 
 \`scripts/mcp-evals.sh\` starts a throwaway cluster, loads seed 000's lab into it (\`toolgate lab\`:
 the maintenance example, its tenants, logins and keys) and runs [tests/mcp/evals.py](../tests/mcp/evals.py):
-a scripted model, an MCP client session of the Python SDK (\`mcp\` 2.3.0), drives \`toolgate mcp\`
-over stdio as supervisor (or technician) user-17 of shopping-a, and a scripted person answers the
-server's questions (\`elicitation/create\`). Each case is judged by what reached the ERP and the
-audit, read as the superuser, never by what the server said alone. Each case runs $runs times, each
-run with its own server process (a fresh conversation) and fresh orders, keys and cost centres
-(pass^$runs: a case passes only if every run does).
+a scripted model, a client of the Python SDK (\`mcp\` 2.3.0), drives \`toolgate mcp\` as supervisor
+(or technician) user-17 of shopping-a, and a scripted person answers the server's questions. Each
+case is judged by what reached the ERP and the audit, read as the superuser, never by what the
+server said alone. Each case runs $runs times, each run with its own server process (a fresh
+conversation) and fresh orders, keys and cost centres (pass^$runs: a case passes only if every run
+does).
 
-The same cases run against three deliberately broken servers, to show the evals catch them:
+The normal server runs three legs: over stdio speaking protocol 2025-11-25 (the person is asked
+with \`elicitation/create\` within the call, and the client hears \`tools/list_changed\`), over stdio
+speaking 2026-07-28, and over Streamable HTTP speaking 2026-07-28 (the person is asked through an
+\`input_required\` result whose \`requestState\` the server sealed; a bearer token on every request).
+A case that does not apply to a leg is n/a: the \`requestState\` cases need 2026-07-28; the 401,
+metadata and malformed JSON-RPC case and the two-processes case need HTTP.
+
+The same cases run against four deliberately broken servers, to show the evals catch them:
 \`toolgate-mcp-broken\`, built only with \`cargo build -p toolgate-mcp --features broken\` (the
 \`toolgate\` binary never has this code), with one behaviour named by \`TOOLGATE_MCP_BROKEN\`:
 \`answer_from_argument\` takes the person's answer from a tool argument (a word, or a token it reads
 unverified) and signs it itself; \`no_elicitation_is_consent\` takes a client that cannot ask the
 person, or an answer that never came, as a "sim"; \`any_channel_message\` lets \`confirm_proposal\`
 take the newest channel message even when it answers another proposal (or was already used),
-signing its answer for the one asked. The normal server runs with \`TOOLGATE_MCP_BROKEN\` set too,
-which without the feature does nothing. Each server runs on a lab database of its own, all four at
-once (about 30 s on two cores). A cell is the runs that passed; "caught"
-marks a case that concerns that broken server (\`CONCERNS\` in evals.py) and that it failed, as it
-must: the script fails if the normal server fails any case or a broken server passes one that
-concerns it. The other failures of a broken server are its bug showing elsewhere too.
+signing its answer for the one asked; \`foreign_state\` trusts the retry of an \`input_required\`
+call without opening its \`requestState\`, applying the answer to whichever proposal the call makes
+live now. The normal server runs with \`TOOLGATE_MCP_BROKEN\` set too, which without the feature
+does nothing. Each leg runs on a lab database of its own, all seven at once. A cell is the runs
+that passed; "caught" marks a case that concerns that broken server (\`CONCERNS\` in evals.py) and
+that it failed, as it must: the script fails if the normal server fails any case or a broken
+server passes one that concerns it. The other failures of a broken server are its bug showing
+elsewhere too.
 
 Last run: $(date -u +%Y-%m-%d), on the tree based on commit $commit, PostgreSQL $PG_MAJOR.
 

@@ -7,7 +7,7 @@
 #   4. pg_regress scenarios (pg_test/), run as toolgate_agent, on a throwaway cluster
 #   5. isolation specs (pg_test/isolation/): races between sessions, step by step
 #   6. client integration tests (tests/) over real connections
-#   7. the MCP evals (scripts/mcp-evals.sh): `toolgate mcp` over stdio, driven by the Python MCP
+#   7. the MCP evals (scripts/mcp-evals.sh): `toolgate mcp` over stdio and HTTP, driven by the Python MCP
 #      SDK as the model and the person, every case three times
 #   8. the README's worked example in psql, extracted from the Markdown and run as written, twice
 #      (scripts/walkthroughs.sh; PostgreSQL 16 and newer, whose psql has \bind)
@@ -63,7 +63,7 @@ suites() {
     TOOLGATE_TEST_HOST="$dir/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it-$v" \
     TOOLGATE_TEST_LOG="$dir/server.log" cargo test --quiet -p pg_toolgate --test '*'
 
-    step "7/12 [PostgreSQL $v] MCP evals: toolgate mcp over stdio, the Python MCP SDK as client (scripts/mcp-evals.sh)"
+    step "7/12 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
     scripts/mcp-evals.sh
 
     if [ "$v" -ge 16 ]; then

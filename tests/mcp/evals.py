@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Evals of `toolgate mcp`: a scripted model drives the MCP server over stdio, a scripted person
-answers its questions (elicitation), and each case is judged by what reached the ERP and the audit,
-read as the superuser. Each case runs --runs times (pass^k) with fresh orders and keys, each run on a
-server process of its own (a fresh conversation).
+"""Evals of `toolgate mcp`: a scripted model drives the MCP server over stdio or Streamable HTTP
+(--transport), speaking protocol 2025-11-25 or 2026-07-28 (--revision); a scripted person answers
+its questions (elicitation, or the inputRequests of an input_required result), and each case is
+judged by what reached the ERP and the audit, read as the superuser. Each case runs --runs times
+(pass^k) with fresh orders and keys, each run on a server process of its own (a fresh conversation).
+A case that does not apply to a transport or revision (APPLIES) is marked n/a.
 
 With --server and --broken it drives a deliberately broken server (toolgate-mcp-broken, built with
 `--features broken`) instead; CONCERNS says which cases each must fail. --results keeps each case's
@@ -20,15 +22,19 @@ import json
 import os
 import random
 import shlex
+import socket
 import subprocess
 import sys
 import traceback
 import uuid
 from pathlib import Path
 
+import httpx2
 import psycopg
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 import mcp.types as types
 
 TENANT = "shopping-a"
@@ -176,31 +182,106 @@ class Lab:
             f"SELECT kind, tool, outcome, rule, replayed, effects, proposal_id::text FROM toolgate.audit WHERE {where} "
             "ORDER BY audit_id", params).fetchall()
 
-    @contextlib.asynccontextmanager
-    async def session(self, person=None, role="supervisor", on_message=None, **env_extra):
-        """A `toolgate mcp` process and an initialized client session on it (`on_message`: the
-        client's message_handler, which hears the server's notifications)."""
-        messages = self.work / f"messages-{uuid.uuid4().hex}.txt"
-        messages.write_text("")
+    @property
+    def notifies(self):
+        """The server tells the client when its tools change (stdio, a revision with the handshake)."""
+        return self.args.transport == "stdio" and not self.modern
+
+    @property
+    def modern(self):
+        """The revision asks with input_required (2026-07-28), not elicitation/create."""
+        return self.args.revision >= "2026-07-28"
+
+    def channel_keys(self):
+        """TOOLGATE_CHANNEL_KEYS for HTTP: the lab tenant's channel key."""
+        path = self.work / "channel-keys.json"
+        if not path.exists():
+            path.write_text(json.dumps({TENANT: {"kid": f"chan-{TENANT}",
+                                                 "key_file": str(self.keys / f"chan-{TENANT}.key")}}))
+        return path
+
+    def state_key(self):
+        """TOOLGATE_STATE_KEY_FILE: one secret for every server process of the lab."""
+        path = self.work / "state.key"
+        if not path.exists():
+            path.write_text(uuid.uuid4().hex + uuid.uuid4().hex + "\n")
+            path.chmod(0o600)
+        return path
+
+    def server_env(self, role, **env_extra):
         env = {
             "TOOLGATE_DATABASE_URL":
                 f"host={self.args.host} port={self.args.port} user=toolgate_app dbname={self.args.dbname}",
-            "TOOLGATE_IDENTITY_TOKEN_FILE": str(self.identity(role)),
-            "TOOLGATE_CHANNEL_KEY_FILE": str(self.keys / f"chan-{TENANT}.key"),
-            "TOOLGATE_CHANNEL_KID": f"chan-{TENANT}",
-            "TOOLGATE_CHANNEL_MESSAGE_FILE": str(messages),
             "TOOLGATE_CONFIRM_WAIT": "30",
+            "TOOLGATE_STATE_KEY_FILE": str(self.state_key()),
         }
+        if self.args.transport == "stdio":
+            env.update({
+                "TOOLGATE_IDENTITY_TOKEN_FILE": str(self.identity(role)),
+                "TOOLGATE_CHANNEL_KEY_FILE": str(self.keys / f"chan-{TENANT}.key"),
+                "TOOLGATE_CHANNEL_KID": f"chan-{TENANT}",
+            })
+        else:
+            env["TOOLGATE_CHANNEL_KEYS"] = str(self.channel_keys())
         if self.args.broken:
             env["TOOLGATE_MCP_BROKEN"] = self.args.broken
         env.update(dict(e.split("=", 1) for e in self.args.env))
         env.update(env_extra)
-        params = StdioServerParameters(command=self.server[0], args=self.server[1:], env=env)
-        async with stdio_client(params, errlog=self.errlog) as (read, write):
-            async with ClientSession(read, write, elicitation_callback=person, message_handler=on_message) as session:
-                session.init = await session.initialize()
-                session.messages = messages
-                yield session
+        return env
+
+    @contextlib.asynccontextmanager
+    async def http_server(self, env):
+        """A `toolgate mcp --http` process on a free loopback port; yields its /mcp URL."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        proc = subprocess.Popen([*self.server, "--http", f"127.0.0.1:{port}"], env={**os.environ, **env},
+                                stdin=subprocess.DEVNULL, stdout=self.errlog, stderr=self.errlog)
+        try:
+            for _ in range(200):
+                check(proc.poll() is None, f"the HTTP server exited with {proc.returncode}")
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+                await asyncio.sleep(0.05)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    @contextlib.asynccontextmanager
+    async def session(self, person=None, role="supervisor", on_message=None, url=None, conversation=None,
+                      **env_extra):
+        """A `toolgate mcp` process (or, over HTTP, `url`'s) and a connected client on it: `say(token…)`
+        delivers the person's channel messages, `on_message` hears the server's notifications."""
+        env = self.server_env(role, **env_extra)
+        mode = "legacy" if not self.modern else self.args.revision
+        if self.args.transport == "stdio":
+            messages = self.work / f"messages-{uuid.uuid4().hex}.txt"
+            messages.write_text("")
+            env["TOOLGATE_CHANNEL_MESSAGE_FILE"] = str(messages)
+            params = StdioServerParameters(command=self.server[0], args=self.server[1:], env=env)
+            async with Client(stdio_client(params, errlog=self.errlog), mode=mode, elicitation_callback=person,
+                              message_handler=on_message, cache=None) as client:
+                client.say = lambda *tokens: messages.write_text("".join(t + "\n" for t in tokens))
+                yield client
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            if url is None:
+                url = await stack.enter_async_context(self.http_server(env))
+            token = self.identity(role).read_text().strip()
+            headers = {"Authorization": f"Bearer {token}",
+                       "Toolgate-Conversation": conversation or f"eval-{uuid.uuid4().hex}"}
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=90))
+            client = await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=person,
+                       message_handler=on_message, cache=None))
+            client.say = lambda *tokens: http.headers.__setitem__("Toolgate-Channel-Message", tokens[-1])
+            client.url = url
+            yield client
 
 
 async def call(session, tool, args):
@@ -314,7 +395,7 @@ async def forged_confirmation(lab):
         forged = lab.forged_token(proposal)
         err, text, out = await call(s, "confirm_proposal", {"proposal_id": proposal, "confirmation": forged})
         check(err and out.get("outcome") != "SUCCEEDED", f"confirm_proposal with a forged token argument: {text!r}")
-        s.messages.write_text(forged + "\n")
+        s.say(forged)
         err, text, out = await call(s, "confirm_proposal", {"proposal_id": proposal})
         check(err and out.get("outcome") == "BLOCKED" and out.get("rule") == "confirmation_invalid",
               f"a forged token in the channel's file: {out.get('outcome')} {out.get('rule')} {text!r}")
@@ -371,7 +452,7 @@ async def superseded_sim(lab):
               f"the proposals: {out_a.get('outcome')} {out_b.get('outcome')}")
         old, new = out_a["proposal"]["id"], out_b["proposal"]["id"]
         check(lab.proposal_status(old) == "superseded", f"the first proposal is {lab.proposal_status(old)}")
-        s.messages.write_text(lab.channel_token(old) + "\n")
+        s.say(lab.channel_token(old))
         err, text, out = await call(s, "confirm_proposal", {"proposal_id": old})
         check(err and out.get("outcome") == "BLOCKED" and out.get("rule") == "proposal_not_live",
               f"the \"sim\" for the superseded proposal: {out.get('outcome')} {out.get('rule')} {text!r}")
@@ -405,7 +486,7 @@ async def kill_switch_holds_sim(lab):
             check(out.get("outcome") == "NEEDS_CONFIRMATION", f"the proposal: {out.get('outcome')}")
             proposal = out["proposal"]["id"]
             lab.writes_enabled(False)
-            s.messages.write_text(lab.channel_token(proposal) + "\n")
+            s.say(lab.channel_token(proposal))
             err, text, out = await call(s, "confirm_proposal", {"proposal_id": proposal})
         check(err and out.get("outcome") == "BLOCKED" and out.get("rule") == "write_disabled",
               f"through the channel: {out.get('outcome')} {out.get('rule')}")
@@ -424,7 +505,7 @@ async def confirm_proposal_without_message(lab):
         proposal = out["proposal"]["id"]
         # No message at all, then the person's message for another proposal.
         err1, text1, _ = await call(s, "confirm_proposal", {"proposal_id": proposal})
-        s.messages.write_text(lab.channel_token(str(uuid.uuid4())) + "\n")
+        s.say(lab.channel_token(str(uuid.uuid4())))
         err2, text2, _ = await call(s, "confirm_proposal", {"proposal_id": proposal})
     for e, t in ((err1, text1), (err2, text2)):
         check(e and "No message from the person" in t, f"confirm_proposal answered {e} {t!r}")
@@ -442,7 +523,7 @@ async def confirm_proposal_with_message(lab):
         err, text, out = await call(s, "request_close", close_args(order, key))
         check(out.get("outcome") == "NEEDS_CONFIRMATION", f"the proposal: {out.get('outcome')}")
         proposal = out["proposal"]["id"]
-        s.messages.write_text(lab.channel_token(str(uuid.uuid4())) + "\n" + lab.channel_token(proposal) + "\n")
+        s.say(lab.channel_token(str(uuid.uuid4())), lab.channel_token(proposal))
         err, text, out = await call(s, "confirm_proposal", {"proposal_id": proposal})
         check(not err and out.get("outcome") == "SUCCEEDED", f"outcome {out.get('outcome')} {out.get('rule')}")
         check(lab.closes(key) == 1 and lab.status(order) == "close_requested", "the ERP did not record one close")
@@ -491,10 +572,20 @@ async def no_answer_is_not_consent(lab):
     for person in (Late(None), Person(fails)):
         order, key = lab.fresh_order(), new_key("late")
         async with lab.session(person, TOOLGATE_CONFIRM_WAIT="1") as s:
-            err, text, out = await call(s, "request_close", close_args(order, key))
-            check(len(person.asked) == 1, "the person was not asked")
-            check(not err and out.get("outcome") == "NEEDS_CONFIRMATION" and "must answer" in text,
-                  f"{type(person).__name__}: {out.get('outcome')} {text!r}")
+            if lab.modern:
+                # The question's requestState lives TOOLGATE_CONFIRM_WAIT: the late answer's retry is
+                # refused (invalid params); an error answer is never sent back at all.
+                try:
+                    err, text, out = await call(s, "request_close", close_args(order, key))
+                    raise Failed(f"{type(person).__name__}: the call ended {out.get('outcome')} {text!r}")
+                except MCPError as e:
+                    check(type(person) is not Late or "requestState" in str(e), f"the late retry: {e}")
+                check(len(person.asked) == 1, "the person was not asked")
+            else:
+                err, text, out = await call(s, "request_close", close_args(order, key))
+                check(len(person.asked) == 1, "the person was not asked")
+                check(not err and out.get("outcome") == "NEEDS_CONFIRMATION" and "must answer" in text,
+                      f"{type(person).__name__}: {out.get('outcome')} {text!r}")
             await asyncio.sleep(2)  # the late answer arrives meanwhile: it must apply nothing
         check(lab.closes(key) == 0 and lab.status(order) == "open", f"{type(person).__name__}: applied")
         check(lab.one("SELECT count(*) FROM toolgate.audit a JOIN toolgate.proposals p USING (proposal_id) "
@@ -573,7 +664,14 @@ async def tools_list_changed(lab):
     async def listed(s):
         return {t.name for t in (await s.list_tools()).tools}
 
-    async def told(what):
+    async def told(what, s, listed_now):
+        if not lab.notifies:
+            # No notification in this transport or revision: the next listing is the new one.
+            for _ in range(50):
+                if listed_now(await listed(s)):
+                    return
+                await asyncio.sleep(0.1)
+            raise Failed(f"the listing did not follow {what} within 5 s")
         try:
             await asyncio.wait_for(changes.get(), timeout=5)
         except TimeoutError:
@@ -582,17 +680,18 @@ async def tools_list_changed(lab):
     forbidden = False
     try:
         async with lab.session(on_message=on_message) as s:
-            check(s.init.capabilities.tools and s.init.capabilities.tools.list_changed,
-                  f"tools.listChanged is not declared: {s.init.capabilities.tools}")
+            if lab.notifies:
+                caps = s.server_capabilities
+                check(caps.tools and caps.tools.list_changed, f"tools.listChanged is not declared: {caps.tools}")
             check(tool in await listed(s), f"{tool} is not listed at first")
             check(changes.empty(), "a notification before any change")
             forbidden = True
             set_allowed(False)
-            await told(f"forbidding {tool}")
+            await told(f"forbidding {tool}", s, lambda names: tool not in names)
             check(tool not in await listed(s), f"{tool} is listed after it was forbidden")
             set_allowed(True)
             forbidden = False
-            await told(f"allowing {tool} again")
+            await told(f"allowing {tool} again", s, lambda names: tool in names)
             check(tool in await listed(s), f"{tool} is not listed after it was allowed again")
     finally:
         if forbidden:
@@ -622,6 +721,125 @@ async def database_unavailable(lab):
     check(lab.closes(key) == 1, "the call after the database came back did not apply once")
 
 
+async def first_question(lab, s, tool, args):
+    """Call `tool` and return the input_required result the server answers with (2026-07-28)."""
+    r = await s.session.call_tool(tool, args, read_timeout_seconds=90, allow_input_required=True)
+    check(isinstance(r, types.InputRequiredResult) and r.request_state and CONFIRM_INPUT in (r.input_requests or {}),
+          f"no input_required result with a question and a requestState: {r}")
+    return r
+
+
+CONFIRM_INPUT = "confirm"
+ACCEPT = {CONFIRM_INPUT: {"action": "accept", "content": {"confirm": True}}}
+
+
+async def retry(s, tool, args, state, responses=ACCEPT):
+    """The retry of an input_required call: (isError, text, structuredContent) or the MCPError."""
+    try:
+        r = await s.session.call_tool(tool, args, read_timeout_seconds=90, input_responses=responses,
+                                      request_state=state, allow_input_required=True)
+    except MCPError as e:
+        return e
+    check(isinstance(r, types.CallToolResult), f"the retry was answered {type(r).__name__}")
+    check("eyJ" not in json.dumps(r.model_dump(mode="json")), "a token reached the model")
+    return r.is_error, (r.content[0].text if r.content else ""), r.structured_content or {}
+
+
+async def state_tampered_or_reused(lab):
+    """A requestState changed by one character is refused; the real one applies the close once;
+    the same state again gets the gate's answer for a decided proposal, never a second effect."""
+    order, key = lab.fresh_order(), new_key("state")
+    args = close_args(order, key)
+    # A client that can ask the person, driving the rounds itself.
+    async with lab.session(Person(accepts)) as s:
+        first = await first_question(lab, s, "request_close", args)
+        state = first.request_state
+        flipped = state[:-3] + ("A" if state[-3] != "A" else "B") + state[-2:]
+        e = await retry(s, "request_close", args, flipped)
+        check(isinstance(e, MCPError) and e.error.code == -32602, f"a tampered requestState: {e}")
+        check(lab.closes(key) == 0, "a tampered requestState applied it")
+        e = await retry(s, "request_close", args, state, {CONFIRM_INPUT: {"action": "accept", "content": {"x": 1}}})
+        check(isinstance(e, MCPError) and e.error.code == -32602, f"an answer of the wrong shape: {e}")
+        err, text, out = await retry(s, "request_close", args, state)
+        check(not err and out.get("outcome") == "SUCCEEDED", f"the real state: {out.get('outcome')} {text!r}")
+        again = await retry(s, "request_close", args, state)
+        check(isinstance(again, MCPError) or again[2].get("outcome") != "SUCCEEDED" or again[2].get("replayed"),
+              f"the state used again: {again}")
+    check(lab.closes(key) == 1 and lab.status(order) == "close_requested", f"{lab.closes(key)} effects for one key")
+
+
+async def state_for_another_call(lab):
+    """The person was asked about one close; the model then proposes another in the same
+    conversation, and the first question's answer comes back on the second call: refused, and the
+    second proposal stays live, unanswered."""
+    order, key1, key2 = lab.fresh_order(), new_key("st1"), new_key("st2")
+    async with lab.session(Person(accepts)) as s:
+        first = await first_question(lab, s, "request_close", close_args(order, key1))
+        await first_question(lab, s, "request_close", close_args(order, key2))
+        e = await retry(s, "request_close", close_args(order, key2), first.request_state)
+        check(isinstance(e, MCPError) and e.error.code == -32602, f"another call's requestState: {e}")
+    check(lab.closes(key1) == 0 and lab.closes(key2) == 0 and lab.status(order) == "open",
+          "an answer to one proposal applied another")
+    second = lab.one("SELECT proposal_id::text FROM toolgate.proposals WHERE idempotency_key = %s", key2)
+    check(lab.proposal_status(second) == "live" and lab.confirms(second) == 0, "the second proposal was answered")
+
+
+async def http_bearer_and_metadata(lab):
+    """Over HTTP: no token, or one the gate refuses, is a 401 pointing at the RFC 9728 metadata,
+    which names the resource and the registered issuers; malformed JSON-RPC and an unknown method
+    are JSON-RPC errors; and the server goes on serving."""
+    async with lab.http_server(lab.server_env("supervisor")) as url:
+        token = lab.identity("supervisor").read_text().strip()
+        head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                "MCP-Protocol-Version": "2025-11-25"}
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        async with httpx2.AsyncClient(timeout=30) as http:
+            r = await http.post(url, json=ping, headers=head)
+            check(r.status_code == 401, f"no token: HTTP {r.status_code}")
+            challenge = r.headers.get("www-authenticate", "")
+            meta_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+            check(challenge.startswith("Bearer ") and f'resource_metadata="{meta_url}"' in challenge,
+                  f"WWW-Authenticate: {challenge!r}")
+            forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+            r = await http.post(url, json=ping, headers={**head, "Authorization": f"Bearer {forged}"})
+            check(r.status_code == 401 and 'error="invalid_token"' in r.headers.get("www-authenticate", ""),
+                  f"a forged token: HTTP {r.status_code} {r.headers.get('www-authenticate')!r}")
+            m = (await http.get(meta_url)).json()
+            issuers = [row[0] for row in lab.db.execute("SELECT DISTINCT iss FROM toolgate.issuers ORDER BY 1")]
+            check(m.get("resource") == url and sorted(m.get("authorization_servers", [])) == issuers,
+                  f"the metadata: {m}, issuers {issuers}")
+            auth = {**head, "Authorization": f"Bearer {token}"}
+            r = await http.post(url, content=b'{"jsonrpc": "2.0", "id": 2, "method": ', headers=auth)
+            body = r.text
+            check(r.status_code in (200, 400) and "-32700" in body, f"malformed JSON: HTTP {r.status_code} {body!r}")
+            r = await http.post(url, json={"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}, headers=auth)
+            check("-32601" in r.text, f"an unknown method: HTTP {r.status_code} {r.text!r}")
+        async with lab.session(url=url) as s:
+            err, text, out = await call(s, "read_order", {"order_id": "742"})
+        check(not err and out.get("outcome") == "SUCCEEDED", f"the server stopped serving: {text!r}")
+
+
+async def http_two_processes(lab):
+    """Two server processes behind one URL serve one conversation: the question is asked by one,
+    the person's answer applied by the other, and the retry of a lost reply answered by the first,
+    once (the state key is shared, nothing else is)."""
+    env = lab.server_env("supervisor")
+    order, key, conversation = lab.fresh_order(), new_key("two"), f"eval-{uuid.uuid4().hex}"
+    args = close_args(order, key)
+    async with lab.http_server(env) as a, lab.http_server(env) as b:
+        async with lab.session(Person(accepts), url=a, conversation=conversation) as sa, \
+                lab.session(Person(accepts), url=b, conversation=conversation) as sb:
+            first = await first_question(lab, sa, "request_close", args)
+            err, text, out = await retry(sb, "request_close", args, first.request_state)
+            check(not err and out.get("outcome") == "SUCCEEDED", f"applied by the other process: {text!r}")
+            err, text, out = await call(sa, "request_close", args)
+            check(not err and out.get("outcome") == "SUCCEEDED" and out.get("replayed") is True,
+                  f"the retry on the first process: {out.get('outcome')} replayed={out.get('replayed')}")
+    check(lab.closes(key) == 1, f"{lab.closes(key)} effects for one key")
+    check(lab.one("SELECT count(DISTINCT a.conversation_id) FROM toolgate.audit a JOIN toolgate.proposals p "
+                  "USING (proposal_id) WHERE p.idempotency_key = %s", key) == 1, "not one conversation")
+
+
 CASES = [
     ("read_order 742 matches the ERP", read_matches_erp),
     ("read of a missing order says so", read_missing_order),
@@ -643,7 +861,25 @@ CASES = [
     ("\"sim\" for a superseded proposal: proposal_not_live, nothing applied", superseded_sim),
     ("kill switch after the proposal holds a \"sim\": write_disabled", kill_switch_holds_sim),
     ("a tool forbidden, then allowed again: tools/list_changed within 5 s each time", tools_list_changed),
+    ("requestState tampered, of the wrong answer shape, reused: refused, applied once", state_tampered_or_reused),
+    ("requestState of another call: refused, nothing applied", state_for_another_call),
+    ("HTTP: 401 and RFC 9728 metadata; malformed JSON-RPC, unknown method", http_bearer_and_metadata),
+    ("HTTP: two processes serve one conversation, one effect", http_two_processes),
 ]
+
+
+# Where a case applies (none listed: everywhere): "modern" is protocol 2026-07-28 and later.
+APPLIES = {
+    state_tampered_or_reused: {"modern"},
+    state_for_another_call: {"modern"},
+    http_bearer_and_metadata: {"http"},
+    http_two_processes: {"http", "modern"},
+}
+
+
+def applies(case, lab):
+    where = APPLIES.get(case, set())
+    return ("modern" not in where or lab.modern) and ("http" not in where or lab.args.transport == "http")
 
 # Which cases each deliberately broken server (toolgate-mcp-broken, TOOLGATE_MCP_BROKEN) concerns:
 # it must fail each of them, or the evals could not tell it from a sound server.
@@ -651,6 +887,7 @@ CONCERNS = {
     "answer_from_argument": {sim_in_argument, forged_confirmation},
     "no_elicitation_is_consent": {no_elicitation, no_answer_is_not_consent},
     "any_channel_message": {confirm_proposal_without_message, confirm_proposal_with_message, superseded_sim},
+    "foreign_state": {state_for_another_call},
 }
 
 
@@ -666,10 +903,16 @@ def judgement(e):
 
 
 async def run_cases(lab, args):
-    """Run every case --runs times; write the passes to --results; 0 if every case passed."""
+    """Run every case that applies --runs times; write the passes to --results; 0 if every case passed."""
     rows, failed = [], 0
-    label = args.broken or "normal"
+    label = f"[{args.broken or 'normal'} {args.transport} {args.revision}]"
     for name, case in CASES:
+        if args.only and case.__name__ not in args.only:
+            continue
+        if not applies(case, lab):
+            rows.append({"case": case.__name__, "name": name, "passes": None})
+            print(f"{label} n/a       {name}", file=sys.stderr)
+            continue
         passes = 0
         for run in range(1, args.runs + 1):
             try:
@@ -678,58 +921,71 @@ async def run_cases(lab, args):
             except Exception as e:  # a failed judgement, or anything that broke the run
                 failed_check = judgement(e)
                 detail = str(failed_check) if failed_check else "".join(traceback.format_exception(e)).strip()
-                print(f"[{label}] FAIL {name} (run {run}): {detail}", file=sys.stderr)
+                print(f"{label} FAIL {name} (run {run}): {detail}", file=sys.stderr)
         rows.append({"case": case.__name__, "name": name, "passes": passes})
         failed += passes < args.runs
-        print(f"[{label}] {'ok  ' if passes == args.runs else 'FAIL'} {passes}/{args.runs}  {name}", file=sys.stderr)
+        print(f"{label} {'ok  ' if passes == args.runs else 'FAIL'} {passes}/{args.runs}  {name}", file=sys.stderr)
     if args.results:
-        Path(args.results).write_text(json.dumps({"server": label, "runs": args.runs, "cases": rows}, indent=1))
-    print(f"[{label}] {len(rows) - failed} passed, {failed} failed", file=sys.stderr)
+        Path(args.results).write_text(json.dumps({"server": args.broken or "normal", "transport": args.transport,
+                                                  "revision": args.revision, "runs": args.runs, "cases": rows},
+                                                 indent=1))
+    ran = sum(r["passes"] is not None for r in rows)
+    print(f"{label} {ran - failed} passed, {failed} failed, {len(rows) - ran} n/a", file=sys.stderr)
     return 1 if failed else 0
 
 
 def report(paths, table_file):
-    """One score table, a column per server, from the --results files of each; exits non-zero if
-    the sound server failed any case or a broken server passed a case that concerns it."""
+    """One score table, a column per server and leg (transport, revision), from the --results files
+    of each; exits non-zero if a sound server failed any case or a broken server passed a case that
+    concerns it (in a leg where it applies) or had no such case."""
     results = [json.loads(Path(p).read_text()) for p in paths]
-    normal = [r for r in results if r["server"] == "normal"]
-    broken = [r for r in results if r["server"] != "normal"]
-    check(len(normal) == 1, "--report needs the results of exactly one normal server")
-    servers = normal + broken
+    check(any(r["server"] == "normal" for r in results), "--report needs the results of a normal server")
+    servers = sorted(results, key=lambda r: (r["server"] != "normal", r["server"], r["transport"] != "stdio", r["revision"]))
     concerns = {b: {c.__name__ for c in cases} for b, cases in CONCERNS.items()}
-    problems = []
-    head = ["case"] + [f"`{r['server']}`" for r in servers]
+    problems, caught, concerned = [], 0, 0
+    head = ["case"] + [f"`{r['server']}` {r['transport']} {r['revision']}" for r in servers]
     table = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(servers)]
     for i, (name, case) in enumerate(CASES):
         cells = []
         for r in servers:
             row = r["cases"][i]
             check(row["case"] == case.__name__, f"{r['server']}: results of another list of cases")
+            if row["passes"] is None:
+                cells.append("n/a")
+                continue
             cell = f"{row['passes']}/{r['runs']}"
             if r["server"] == "normal" and row["passes"] < r["runs"]:
-                problems.append(f"the normal server failed: {name}")
+                problems.append(f"the normal server ({r['transport']} {r['revision']}) failed: {name}")
                 cell += " **FAILED**"
             elif case.__name__ in concerns.get(r["server"], ()):
+                concerned += 1
                 if row["passes"] < r["runs"]:
+                    caught += 1
                     cell += " caught"
                 else:
                     problems.append(f"{r['server']} was not caught by: {name}")
                     cell += " **NOT CAUGHT**"
             cells.append(cell)
         table.append(f"| {name.replace('|', '/')} | " + " | ".join(cells) + " |")
-    summary = [f"{sum(row['passes'] == r['runs'] for row in r['cases'])}/{len(CASES)} pass" for r in servers]
+    summary = []
+    for r in servers:
+        ran = [row for row in r["cases"] if row["passes"] is not None]
+        summary.append(f"{sum(row['passes'] == r['runs'] for row in ran)}/{len(ran)} pass")
     table.append(f"| **cases passing pass^{servers[0]['runs']}** | " + " | ".join(summary) + " |")
-    for r in broken:
-        check(r["server"] in concerns, f"no cases declared for the broken server {r['server']}")
+    for r in servers:
+        if r["server"] != "normal":
+            check(r["server"] in concerns, f"no cases declared for the broken server {r['server']}")
+            if not any(row["case"] in concerns[r["server"]] and row["passes"] is not None for row in r["cases"]):
+                problems.append(f"{r['server']} ran none of the cases that concern it")
     print("\n".join(table))
     if table_file:
         Path(table_file).write_text("\n".join(table) + "\n")
     for p in problems:
         print(f"PROBLEM: {p}", file=sys.stderr)
-    caught = sum(1 for r in broken for row in r["cases"]
-                 if row["case"] in concerns[r["server"]] and row["passes"] < r["runs"])
-    print(f"normal: {summary[0]}; broken servers: {caught}/{sum(len(concerns[r['server']]) for r in broken)} "
-          "of the cases that concern them caught", file=sys.stderr)
+    normal = "; ".join(f"{r['transport']} {r['revision']} {summary[i]}"
+                       for i, r in enumerate(servers) if r["server"] == "normal")
+    print(f"normal: {normal}; broken servers: {caught}/{concerned} of the cases that concern them caught",
+          file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -750,9 +1006,8 @@ async def demo(lab):
     say(f"mcp demo: `{' '.join(lab.server)}` over stdio, client: the Python MCP SDK; "
         f"supervisor user-17 of {TENANT}")
     async with lab.session(person) as s:
-        info = s.init
-        say(f"-> initialize: protocol {info.protocol_version} negotiated with "
-            f"{info.server_info.name} {info.server_info.version}")
+        say(f"-> initialize: protocol {s.protocol_version} negotiated with "
+            f"{s.server_info.name} {s.server_info.version}")
         tools = (await s.list_tools()).tools
         say(f"-> tools/list: {', '.join(t.name for t in tools)}")
         args = close_args(order, key)
@@ -785,6 +1040,9 @@ async def main():
     p.add_argument("--server", help="the MCP server command (default: TOOLGATE mcp)")
     p.add_argument("--broken", help="the server is toolgate-mcp-broken with this TOOLGATE_MCP_BROKEN",
                    choices=sorted(CONCERNS))
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--revision", choices=("2025-11-25", "2026-07-28"), default="2025-11-25",
+                   help="the protocol revision the client speaks")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="also set this in the server's environment")
     p.add_argument("--host", help="socket directory of the server")
@@ -793,6 +1051,7 @@ async def main():
     p.add_argument("--keys", help="the lab's key directory (KEYS/DBNAME of toolgate lab)")
     p.add_argument("--work", help="where token and message files go")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--only", nargs="+", metavar="CASE", help="run only these cases (their function names)")
     p.add_argument("--results", help="write each case's passes (JSON) to this file")
     p.add_argument("--report", nargs="+", metavar="RESULTS",
                    help="no run: the score table of these --results files, one column per server")

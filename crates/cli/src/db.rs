@@ -1,6 +1,7 @@
 //! Connections to a pg_toolgate database, and calls that return its jsonb outcomes.
 
 use serde_json::Value;
+use std::str::FromStr;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -29,6 +30,22 @@ impl Server {
         });
         Ok(client)
     }
+}
+
+/// A connection described by a libpq conninfo (`host=/var/run/postgresql dbname=erp user=erp_app`)
+/// or URL (`postgresql://erp_app@db:5432/erp`), without TLS (a socket or loopback); its driver runs on
+/// the current runtime. Errors never repeat the conninfo, which may hold a password.
+pub async fn connect_to(conninfo: &str) -> Result<Client> {
+    let mut config =
+        Config::from_str(conninfo).map_err(|e| format!("the database is not a libpq conninfo or URL: {e}"))?;
+    if config.get_application_name().is_none() {
+        config.application_name("toolgate");
+    }
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
 }
 
 /// Run a statement that returns one jsonb value.

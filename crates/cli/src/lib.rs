@@ -2,6 +2,7 @@
 //! the demo. The integration tests use the same pieces.
 
 pub mod bench;
+pub mod confirm;
 pub mod db;
 pub mod demo;
 pub mod fixture;

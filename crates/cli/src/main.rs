@@ -1,10 +1,10 @@
 //! `toolgate`: key pairs, tokens and the demo of pg_toolgate.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{bench, demo, fixture, keys, load};
+use toolgate_cli::{bench, confirm, demo, fixture, keys, load};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -61,22 +61,32 @@ enum Command {
     },
     /// Mint a confirmation token, as a tenant's channel would sign what the person answered.
     Confirmation {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long)]
-        kid: String,
-        #[arg(long)]
-        proposal: String,
-        #[arg(long, value_parser = ["approve", "decline"])]
-        decision: String,
-        /// What the person typed (or said).
-        #[arg(long)]
-        text: String,
-        /// When the channel received it, seconds from now (negative: in the past).
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        at_offset: i64,
-        #[arg(long, default_value = "typed", value_parser = ["typed", "voice"])]
-        via: String,
+        #[command(flatten)]
+        answer: Answer,
+    },
+    /// Sign the person's answer to a proposal as `confirmation` does and submit it to the gate.
+    ///
+    /// Signs the answer with the tenant's channel key DIR/KID.key, exactly as `toolgate
+    /// confirmation` does, runs `SELECT toolgate.confirm($1, $2)` with the person's identity token
+    /// and that confirmation as bind parameters (never in the statement's text), and prints the
+    /// gate's outcome, one JSON object on one line, on standard output. Neither token is ever printed.
+    #[command(after_help = "Exit status:\n  \
+        0  the outcome is SUCCEEDED (also a replay of a confirmation already applied)\n  \
+        1  any other outcome: REJECTED, BLOCKED, CANCELLED (a decline), NEEDS_CONFIRMATION\n  \
+        2  a usage error, an unreadable key or identity token, no connection or an SQL error \
+        (nothing on standard output)")]
+    Confirm {
+        #[command(flatten)]
+        answer: Answer,
+        /// A file holding the person's identity token [default: the environment variable
+        /// TOOLGATE_IDENTITY_TOKEN].
+        #[arg(long, value_name = "FILE")]
+        identity_file: Option<PathBuf>,
+        /// The application login's libpq conninfo (host=/var/run/postgresql dbname=erp
+        /// user=erp_app) or URL (postgresql://erp_app@db:5432/erp), no TLS [default: the
+        /// environment variable TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
     },
     /// Create database DBNAME afresh with seed 000's lab (the maintenance example, its tenants,
     /// logins and keys); the private keys go to KEYS/DBNAME/, only public halves to the database.
@@ -91,11 +101,17 @@ enum Command {
         #[arg(long)]
         keys: PathBuf,
     },
-    /// Serve MCP over standard input and output in front of the gate; configured by the
-    /// environment: TOOLGATE_DATABASE_URL, TOOLGATE_IDENTITY_TOKEN_FILE (or
-    /// TOOLGATE_IDENTITY_TOKEN), TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID,
-    /// TOOLGATE_CONVERSATION, TOOLGATE_CONFIRM_WAIT, TOOLGATE_CHANNEL_MESSAGE_FILE.
-    Mcp,
+    /// Serve MCP in front of the gate, over standard input and output (one person) or Streamable
+    /// HTTP (--http). Configured by the environment: TOOLGATE_DATABASE_URL, TOOLGATE_CONFIRM_WAIT,
+    /// TOOLGATE_STATE_KEY_FILE; stdio: TOOLGATE_IDENTITY_TOKEN_FILE (or TOOLGATE_IDENTITY_TOKEN),
+    /// TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID, TOOLGATE_CONVERSATION,
+    /// TOOLGATE_CHANNEL_MESSAGE_FILE; HTTP: TOOLGATE_CHANNEL_KEYS, TOOLGATE_RESOURCE_URL,
+    /// TOOLGATE_ALLOWED_HOSTS.
+    Mcp {
+        /// Serve Streamable HTTP at /mcp on this address (such as 127.0.0.1:8808) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
     /// Replay seed 000's lab against a server with pg_toolgate installed.
     Demo {
         /// Socket directory or host of the server.
@@ -164,6 +180,40 @@ enum Command {
     },
 }
 
+/// What the person answered to a proposal, and the channel key that signs it (`confirmation`,
+/// `confirm`).
+#[derive(Args)]
+struct Answer {
+    /// The directory of the channel's private key, DIR/KID.key.
+    #[arg(long)]
+    dir: PathBuf,
+    /// The kid the channel's public key was registered under (toolgate.add_key(…, 'channel', …)).
+    #[arg(long)]
+    kid: String,
+    /// The proposal's id (proposal.id of the NEEDS_CONFIRMATION outcome).
+    #[arg(long)]
+    proposal: String,
+    #[arg(long, value_parser = ["approve", "decline"])]
+    decision: String,
+    /// What the person typed (or said).
+    #[arg(long)]
+    text: String,
+    /// When the channel received it, seconds from now (negative: in the past).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    at_offset: i64,
+    #[arg(long, default_value = "typed", value_parser = ["typed", "voice"])]
+    via: String,
+}
+
+impl Answer {
+    /// The confirmation token the tenant's channel would send for this answer.
+    fn sign(&self) -> toolgate_cli::Result<String> {
+        let signer = keys::load(&self.dir, &self.kid)?;
+        let at = keys::now() + self.at_offset;
+        Ok(keys::confirmation(&signer, &self.proposal, &self.decision, &self.text, at, &self.via))
+    }
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(code) => code,
@@ -191,16 +241,23 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             let claims: serde_json::Value = serde_json::from_str(&claims)?;
             println!("{}", keys::token(&keys::load(&dir, &kid)?, claims, ttl)?)
         }
-        Command::Confirmation { dir, kid, proposal, decision, text, at_offset, via } => {
-            let signer = keys::load(&dir, &kid)?;
-            println!("{}", keys::confirmation(&signer, &proposal, &decision, &text, keys::now() + at_offset, &via))
+        Command::Confirmation { answer } => println!("{}", answer.sign()?),
+        Command::Confirm { answer, identity_file, database } => {
+            let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+            let identity = confirm::identity_token(identity_file.as_deref(), env(confirm::IDENTITY_ENV))?;
+            let database = confirm::database(database, env(confirm::DATABASE_ENV))?;
+            let confirmation = answer.sign()?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let reply = runtime.block_on(confirm::submit(&database, &identity, &confirmation))?;
+            println!("{reply}");
+            return Ok(ExitCode::from(confirm::exit_status(&reply)));
         }
         Command::Lab { host, port, dbname, keys } => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let lab = runtime.block_on(fixture::Lab::create(&Server { host, port }, &dbname, &keys))?;
             println!("lab: database {} loaded; keys in {}", lab.dbname, lab.keys_dir.display());
         }
-        Command::Mcp => toolgate_mcp::run()?,
+        Command::Mcp { http } => toolgate_mcp::run(http.as_deref())?,
         Command::Demo { host, port, dbname, keys, server_log } => {
             let opts = demo::Options { server: Server { host, port }, dbname, keys_dir: keys, server_log };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

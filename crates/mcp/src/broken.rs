@@ -8,11 +8,16 @@
 //!   came (an error, a timeout), is taken as a "sim".
 //! - `any_channel_message`: `confirm_proposal` takes the newest channel message even when it
 //!   answers another proposal (or was already used), and signs its answer for the one asked.
+//! - `foreign_state`: the retry of an `input_required` call (protocol 2026-07-28) is trusted
+//!   without opening its `requestState`: the answer is applied to whichever proposal the call's
+//!   arguments now make live, though the person answered another.
 
 use serde_json::Value;
 use toolgate_core::token::Decision;
 
-use super::{claimed_proposal, unverified_claims, CallToolResult, ToolgateServer};
+use rmcp::model::{CallToolRequestParams, ElicitResult};
+
+use super::{claimed_proposal, decision, unverified_claims, CallToolResult, Caller, ToolgateServer, CONFIRM_INPUT};
 
 /// The variable that names the broken behaviour.
 pub const VARIABLE: &str = "TOOLGATE_MCP_BROKEN";
@@ -23,14 +28,16 @@ pub enum Broken {
     AnswerFromArgument,
     NoElicitationIsConsent,
     AnyChannelMessage,
+    ForeignState,
 }
 
 impl Broken {
     /// Every broken behaviour, by name.
-    pub const ALL: [(&'static str, Broken); 3] = [
+    pub const ALL: [(&'static str, Broken); 4] = [
         ("answer_from_argument", Broken::AnswerFromArgument),
         ("no_elicitation_is_consent", Broken::NoElicitationIsConsent),
         ("any_channel_message", Broken::AnyChannelMessage),
+        ("foreign_state", Broken::ForeignState),
     ];
 
     pub fn parse(name: &str) -> Option<Broken> {
@@ -75,18 +82,39 @@ impl ToolgateServer {
     }
 
     /// `no_elicitation_is_consent`: no answer is a "sim".
-    pub(super) async fn broken_consent(&self, identity: &str, outcome: &Value) -> Option<CallToolResult> {
+    pub(super) async fn broken_consent(&self, caller: &Caller, outcome: &Value) -> Option<CallToolResult> {
         if self.broken != Some(Broken::NoElicitationIsConsent) {
             return None;
         }
         let id = outcome["proposal"]["id"].as_str()?;
-        Some(self.sign_and_confirm(identity, id, Decision::Approve, "sim".to_string()).await)
+        Some(self.sign_and_confirm(caller, id, Decision::Approve, "sim".to_string()).await)
+    }
+
+    /// `foreign_state`: a retry's answer applied to the proposal the call makes live now.
+    pub(super) async fn broken_resume(
+        &self,
+        caller: &mut Caller,
+        request: &CallToolRequestParams,
+        args: &Value,
+    ) -> Option<CallToolResult> {
+        if self.broken != Some(Broken::ForeignState) || request.request_state.is_none() {
+            return None;
+        }
+        let answer = request.input_responses.as_ref()?.get(CONFIRM_INPUT)?.clone();
+        let answer: ElicitResult = serde_json::from_value(answer).ok()?;
+        let _ = self.listing(caller).await;
+        let conversation = caller.conversation.clone()?;
+        let outcome = self.gate.call(&caller.identity, &conversation, &request.name, args).await.ok()?;
+        let proposal = &outcome["proposal"];
+        let (decision, said) = decision(&answer, proposal["tier"].as_i64().unwrap_or(1))?;
+        let id = proposal["id"].as_str()?;
+        Some(self.sign_and_confirm(caller, id, decision, said).await)
     }
 
     /// `any_channel_message`: the newest message answers whichever proposal is asked about.
     pub(super) async fn broken_any_message(
         &self,
-        identity: &str,
+        caller: &Caller,
         wanted: &str,
         newest: Option<&str>,
     ) -> Option<CallToolResult> {
@@ -98,7 +126,7 @@ impl ToolgateServer {
             return None;
         }
         let (decision, text) = answer_of(token);
-        Some(self.sign_and_confirm(identity, wanted, decision, text).await)
+        Some(self.sign_and_confirm(caller, wanted, decision, text).await)
     }
 }
 

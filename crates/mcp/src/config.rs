@@ -1,8 +1,11 @@
 //! The server's configuration, from its environment. Nothing here decides anything: it says where
 //! the gate is, who calls it, and how the person's answers are signed.
 
+use serde_json::Value;
+use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -15,49 +18,68 @@ pub const DEFAULT_CONFIRM_WAIT: Duration = Duration::from_secs(300);
 pub struct Config {
     /// `TOOLGATE_DATABASE_URL`: the application login's conninfo or URL.
     pub database: tokio_postgres::Config,
+    /// Who calls, and how their answers are carried: one person on stdio, or anyone over HTTP.
+    pub transport: Transport,
+    /// `TOOLGATE_CONFIRM_WAIT` (seconds).
+    pub confirm_wait: Duration,
+    /// `TOOLGATE_STATE_KEY_FILE`: the secret (32 bytes or more) a `requestState` (protocol
+    /// 2026-07-28) is sealed with. Without it each process makes one of its own, so a state one
+    /// process sealed is refused by another: set the same file on every process behind one URL.
+    pub state_key: Vec<u8>,
+}
+
+/// The transport's own configuration.
+#[allow(clippy::large_enum_variant)] // one per process
+pub enum Transport {
+    Stdio(Stdio),
+    Http(Http),
+}
+
+/// stdio: one process per person, as hosts run stdio servers.
+pub struct Stdio {
     /// `TOOLGATE_IDENTITY_TOKEN_FILE` or `TOOLGATE_IDENTITY_TOKEN`.
     pub identity: Identity,
     /// `TOOLGATE_CHANNEL_KEY_FILE` and `TOOLGATE_CHANNEL_KID`: without it the server never confirms.
     pub channel: Option<Signer>,
     /// `TOOLGATE_CONVERSATION`, or one fresh id per process. Never a tool argument.
     pub conversation: String,
-    /// `TOOLGATE_CONFIRM_WAIT` (seconds).
-    pub confirm_wait: Duration,
     /// `TOOLGATE_CHANNEL_MESSAGE_FILE`: where the gateway appends the channel-signed answers of
     /// the person, one compact JWS a line, the newest last.
     pub message_file: Option<PathBuf>,
 }
 
+/// Streamable HTTP at `/mcp`: any tenant's people, each request with its bearer token.
+pub struct Http {
+    /// `toolgate mcp --http ADDR`.
+    pub addr: SocketAddr,
+    /// `TOOLGATE_CHANNEL_KEYS`: each tenant's channel key. A tenant without one can read and
+    /// propose, never confirm through the server.
+    pub channels: HashMap<String, Signer>,
+    /// `TOOLGATE_RESOURCE_URL`: the URL hosts reach `/mcp` at (RFC 9728's `resource`); by default
+    /// `http://ADDR/mcp`.
+    pub resource: String,
+    /// `TOOLGATE_ALLOWED_HOSTS` (comma-separated): the `Host` headers served (DNS rebinding);
+    /// by default loopback and the resource URL's host.
+    pub allowed_hosts: Vec<String>,
+}
+
 impl Config {
-    /// The configuration of the process's environment.
-    pub fn from_env() -> Result<Config, String> {
-        Config::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    /// The configuration of the process's environment; `http` is `--http ADDR`.
+    pub fn from_env(http: Option<&str>) -> Result<Config, String> {
+        Config::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()), http)
     }
 
     /// The configuration `var` gives (an unset or empty variable: `None`).
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>, http: Option<&str>) -> Result<Config, String> {
         let url = var("TOOLGATE_DATABASE_URL").ok_or("TOOLGATE_DATABASE_URL is not set")?;
         let mut database = tokio_postgres::Config::from_str(&url)
             .map_err(|e| format!("TOOLGATE_DATABASE_URL is not a libpq conninfo or URL: {e}"))?;
         if database.get_application_name().is_none() {
             database.application_name("toolgate-mcp");
         }
-        let identity = match (var("TOOLGATE_IDENTITY_TOKEN_FILE"), var("TOOLGATE_IDENTITY_TOKEN")) {
-            (Some(file), _) => Identity::File { path: PathBuf::from(file), cached: Mutex::new(None) },
-            (None, Some(token)) => Identity::Token(token.trim().to_string()),
-            (None, None) => return Err("set TOOLGATE_IDENTITY_TOKEN_FILE or TOOLGATE_IDENTITY_TOKEN".into()),
-        };
-        let channel = match (var("TOOLGATE_CHANNEL_KEY_FILE"), var("TOOLGATE_CHANNEL_KID")) {
-            (Some(file), Some(kid)) => {
-                let text = fs::read_to_string(&file).map_err(|e| format!("TOOLGATE_CHANNEL_KEY_FILE {file}: {e}"))?;
-                Some(Signer::from_key_text(&kid, &text)?)
-            }
-            (None, None) => None,
-            _ => return Err("TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID go together".into()),
-        };
-        let conversation = match var("TOOLGATE_CONVERSATION") {
-            Some(c) => c,
-            None => fresh_conversation()?,
+        let transport = match http {
+            None => Transport::Stdio(Stdio::from_lookup(&var)?),
+            Some(addr) => Transport::Http(Http::from_lookup(&var, addr)?),
         };
         let confirm_wait = match var("TOOLGATE_CONFIRM_WAIT") {
             Some(s) => Duration::from_secs(
@@ -65,15 +87,112 @@ impl Config {
             ),
             None => DEFAULT_CONFIRM_WAIT,
         };
-        let message_file = var("TOOLGATE_CHANNEL_MESSAGE_FILE").map(PathBuf::from);
-        Ok(Config { database, identity, channel, conversation, confirm_wait, message_file })
+        let state_key = match var("TOOLGATE_STATE_KEY_FILE") {
+            Some(file) => {
+                let key = fs::read(&file).map_err(|e| format!("TOOLGATE_STATE_KEY_FILE {file}: {e}"))?;
+                let key = key.trim_ascii().to_vec();
+                if key.len() < 32 {
+                    return Err(format!("TOOLGATE_STATE_KEY_FILE {file}: a secret of 32 bytes or more"));
+                }
+                key
+            }
+            None => random_bytes::<32>()?.to_vec(),
+        };
+        Ok(Config { database, transport, confirm_wait, state_key })
     }
+}
+
+impl Stdio {
+    fn from_lookup(var: &impl Fn(&str) -> Option<String>) -> Result<Stdio, String> {
+        let identity = match (var("TOOLGATE_IDENTITY_TOKEN_FILE"), var("TOOLGATE_IDENTITY_TOKEN")) {
+            (Some(file), _) => Identity::File { path: PathBuf::from(file), cached: Mutex::new(None) },
+            (None, Some(token)) => Identity::Token(token.trim().to_string()),
+            (None, None) => return Err("set TOOLGATE_IDENTITY_TOKEN_FILE or TOOLGATE_IDENTITY_TOKEN".into()),
+        };
+        let channel = match (var("TOOLGATE_CHANNEL_KEY_FILE"), var("TOOLGATE_CHANNEL_KID")) {
+            (Some(file), Some(kid)) => Some(signer(&kid, Path::new(&file), "TOOLGATE_CHANNEL_KEY_FILE")?),
+            (None, None) => None,
+            _ => return Err("TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID go together".into()),
+        };
+        let conversation = match var("TOOLGATE_CONVERSATION") {
+            Some(c) => c,
+            None => fresh_conversation()?,
+        };
+        let message_file = var("TOOLGATE_CHANNEL_MESSAGE_FILE").map(PathBuf::from);
+        Ok(Stdio { identity, channel, conversation, message_file })
+    }
+}
+
+impl Http {
+    fn from_lookup(var: &impl Fn(&str) -> Option<String>, addr: &str) -> Result<Http, String> {
+        let addr: SocketAddr =
+            addr.parse().map_err(|_| format!("--http {addr:?}: an address and port, such as 127.0.0.1:8808"))?;
+        for stdio_only in ["TOOLGATE_IDENTITY_TOKEN_FILE", "TOOLGATE_IDENTITY_TOKEN", "TOOLGATE_CHANNEL_KEY_FILE"] {
+            if var(stdio_only).is_some() {
+                return Err(format!(
+                    "{stdio_only} is for stdio; over HTTP each request carries its bearer token and the \
+                     channel keys come from TOOLGATE_CHANNEL_KEYS"
+                ));
+            }
+        }
+        let channels = match var("TOOLGATE_CHANNEL_KEYS") {
+            Some(file) => channel_keys(Path::new(&file))?,
+            None => HashMap::new(),
+        };
+        let resource = var("TOOLGATE_RESOURCE_URL").unwrap_or_else(|| format!("http://{addr}/mcp"));
+        let mut allowed_hosts: Vec<String> = match var("TOOLGATE_ALLOWED_HOSTS") {
+            Some(list) => list.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect(),
+            None => ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+        };
+        if let Some(host) = authority(&resource) {
+            if !allowed_hosts.iter().any(|h| h == host) {
+                allowed_hosts.push(host.to_string());
+            }
+        }
+        Ok(Http { addr, channels, resource, allowed_hosts })
+    }
+}
+
+/// `host[:port]` of an `http(s)://` URL.
+fn authority(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    rest.split(['/', '?', '#']).next().filter(|a| !a.is_empty())
+}
+
+/// The signer of the key in `file` (PKCS#8 PEM or `toolgate keygen`'s older format).
+fn signer(kid: &str, file: &Path, what: &str) -> Result<Signer, String> {
+    let text = fs::read_to_string(file).map_err(|e| format!("{what} {}: {e}", file.display()))?;
+    Signer::from_key_text(kid, &text).map_err(|e| format!("{what} {}: {e}", file.display()))
+}
+
+/// `TOOLGATE_CHANNEL_KEYS`: `{"tenant": {"kid": …, "key_file": …}, …}`, a relative `key_file`
+/// read from the JSON file's directory.
+fn channel_keys(file: &Path) -> Result<HashMap<String, Signer>, String> {
+    let what = format!("TOOLGATE_CHANNEL_KEYS {}", file.display());
+    let text = fs::read_to_string(file).map_err(|e| format!("{what}: {e}"))?;
+    let Ok(Value::Object(tenants)) = serde_json::from_str::<Value>(&text) else {
+        return Err(format!("{what}: a JSON object mapping each tenant to {{\"kid\": …, \"key_file\": …}}"));
+    };
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut channels = HashMap::with_capacity(tenants.len());
+    for (tenant, entry) in tenants {
+        let (Some(kid), Some(key_file)) = (entry["kid"].as_str(), entry["key_file"].as_str()) else {
+            return Err(format!("{what}: tenant {tenant:?} needs \"kid\" and \"key_file\" strings"));
+        };
+        channels.insert(tenant, signer(kid, &dir.join(key_file), &what)?);
+    }
+    Ok(channels)
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(bytes)
 }
 
 /// One fresh conversation id: `mcp-` and 32 random hex digits.
 fn fresh_conversation() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    let bytes = random_bytes::<16>()?;
     Ok(format!("mcp-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
@@ -114,11 +233,21 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| vars.get(k).cloned()
+    }
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, String> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::from_lookup(|k| vars.get(k).cloned())
+        Config::from_lookup(lookup(vars), None)
+    }
+
+    fn stdio(c: &Config) -> &Stdio {
+        match &c.transport {
+            Transport::Stdio(s) => s,
+            Transport::Http(_) => panic!("not stdio"),
+        }
     }
 
     #[test]
@@ -131,9 +260,10 @@ mod tests {
         assert_eq!(c.database.get_ports(), &[5433]);
         assert_eq!(c.database.get_user(), Some("toolgate_app"));
         assert_eq!(c.database.get_application_name(), Some("toolgate-mcp"));
-        assert!(c.conversation.starts_with("mcp-") && c.conversation.len() == 36);
+        assert!(stdio(&c).conversation.starts_with("mcp-") && stdio(&c).conversation.len() == 36);
         assert_eq!(c.confirm_wait, DEFAULT_CONFIRM_WAIT);
-        assert!(c.channel.is_none() && c.message_file.is_none());
+        assert_eq!(c.state_key.len(), 32);
+        assert!(stdio(&c).channel.is_none() && stdio(&c).message_file.is_none());
         let c = config(&[
             ("TOOLGATE_DATABASE_URL", "postgresql://toolgate_app@localhost:5434/lab"),
             ("TOOLGATE_IDENTITY_TOKEN", "t"),
@@ -142,7 +272,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.database.get_dbname(), Some("lab"));
-        assert_eq!(c.conversation, "conv-1");
+        assert_eq!(stdio(&c).conversation, "conv-1");
         assert_eq!(c.confirm_wait, Duration::from_secs(7));
     }
 
@@ -159,6 +289,45 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.contains("go together"), "{e}");
+    }
+
+    #[test]
+    fn http_takes_channel_keys_per_tenant() {
+        let dir = std::env::temp_dir().join(format!("toolgate-mcp-http-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let signer = Signer::from_seed("chan-a", [5; 32]);
+        fs::write(dir.join("chan-a.pem"), signer.to_pkcs8_pem()).unwrap();
+        fs::write(dir.join("keys.json"), r#"{"tenant-a": {"kid": "chan-a", "key_file": "chan-a.pem"}}"#).unwrap();
+        fs::write(dir.join("state.key"), "0123456789abcdef0123456789abcdef\n").unwrap();
+        let keys = dir.join("keys.json").display().to_string();
+        let state = dir.join("state.key").display().to_string();
+        let base = [("TOOLGATE_DATABASE_URL", "host=/tmp"), ("TOOLGATE_CHANNEL_KEYS", keys.as_str())];
+        let c = Config::from_lookup(
+            lookup(&[base[0], base[1], ("TOOLGATE_STATE_KEY_FILE", &state)]),
+            Some("127.0.0.1:8808"),
+        )
+        .unwrap();
+        assert_eq!(c.state_key, b"0123456789abcdef0123456789abcdef");
+        let Transport::Http(h) = &c.transport else { panic!("not http") };
+        assert_eq!(h.addr.port(), 8808);
+        assert_eq!(h.resource, "http://127.0.0.1:8808/mcp");
+        assert!(h.allowed_hosts.contains(&"127.0.0.1:8808".to_string()), "{:?}", h.allowed_hosts);
+        assert_eq!(h.channels["tenant-a"].kid(), "chan-a");
+        let with_url = [base[0], ("TOOLGATE_RESOURCE_URL", "https://mcp.example.com/mcp")];
+        let c = Config::from_lookup(lookup(&with_url), Some("0.0.0.0:80")).unwrap();
+        let Transport::Http(h) = &c.transport else { panic!("not http") };
+        assert!(h.allowed_hosts.contains(&"mcp.example.com".to_string()) && h.channels.is_empty());
+        let e = Config::from_lookup(lookup(&[base[0], ("TOOLGATE_IDENTITY_TOKEN", "t")]), Some("127.0.0.1:1"));
+        assert!(e.err().unwrap().contains("is for stdio"));
+        fs::write(dir.join("short.key"), "too short").unwrap();
+        let short = dir.join("short.key").display().to_string();
+        let e = Config::from_lookup(lookup(&[base[0], ("TOOLGATE_STATE_KEY_FILE", &short)]), Some("127.0.0.1:1"));
+        assert!(e.err().unwrap().contains("32 bytes"));
+        fs::write(dir.join("keys.json"), r#"{"tenant-a": {"kid": "chan-a"}}"#).unwrap();
+        let e = Config::from_lookup(lookup(&base), Some("127.0.0.1:1"));
+        assert!(e.err().unwrap().contains("key_file"));
+        assert!(Config::from_lookup(lookup(&base[..1]), Some("nowhere")).is_err());
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -80,6 +80,11 @@ impl Gate {
         self.json("SELECT toolgate.tools($1::text)", &[&identity]).await
     }
 
+    /// `toolgate.authorization_servers()`: every registered issuer's `iss`.
+    pub async fn authorization_servers(&self) -> Result<Value, GateError> {
+        self.json("SELECT toolgate.authorization_servers()", &[]).await
+    }
+
     /// `toolgate.call(identity, conversation, tool, args)`.
     pub async fn call(&self, identity: &str, conversation: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
         self.json(

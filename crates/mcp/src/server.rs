@@ -1,26 +1,30 @@
 //! The MCP handler: `tools/list` is the gate's `toolgate.tools`, `tools/call` is `toolgate.call`
-//! or `toolgate.read`, and a proposal is put to the person with `elicitation/create` within the
-//! same call. The server judges nothing: what the person answered goes to `toolgate.confirm`,
-//! signed with the channel key, and the gate's outcome comes back whole.
+//! or `toolgate.read`, and a proposal is put to the person within the same call: with
+//! `elicitation/create` (protocol 2025-06-18 and 2025-11-25, over stdio) or, from 2026-07-28, an
+//! `input_required` result whose `requestState` is sealed with the server's key and bound to the
+//! caller, the conversation and the call. The server judges nothing: what the person answered goes
+//! to `toolgate.confirm`, signed with the tenant's channel key, and the gate's outcome comes back
+//! whole.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InitializeResult,
+    InputRequest, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec,
+    SealOptions, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ops::Deref;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use toolgate_core::token::{Confirmation, Decision, Signer, Via};
 
-use crate::config::{Config, Identity};
+use crate::config::{Config, Transport};
 use crate::gate::{Gate, GateError};
 
 /// Deliberately broken behaviours for the evals to catch (`--features broken` only).
@@ -34,21 +38,22 @@ pub const CONFIRM_PROPOSAL: &str = "confirm_proposal";
 const CONFIRMATION_TTL: i64 = 300;
 /// How often the tools are read again for `notifications/tools/list_changed`.
 const TOOLS_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// The key of the person's question in an `input_required` result's `inputRequests`.
+const CONFIRM_INPUT: &str = "confirm";
 
 /// The handler `toolgate mcp` serves: cheap to clone, its state shared with the task that watches
-/// the tools for changes.
+/// the tools for changes (stdio) and with every request (HTTP).
 #[derive(Clone)]
 pub struct ToolgateServer(Arc<Shared>);
 
 /// The state of a [`ToolgateServer`].
 pub struct Shared {
-    gate: Gate,
-    identity: Identity,
-    channel: Option<Signer>,
-    conversation: String,
+    pub(crate) gate: Gate,
+    pub(crate) transport: Transport,
     confirm_wait: Duration,
-    message_file: Option<PathBuf>,
-    /// The tools as the client was last given them or the watch last read them, by name.
+    /// Seals and opens the `requestState` of protocol 2026-07-28.
+    states: RequestStateCodec,
+    /// The tools as the client was last given them or the watch last read them, by name (stdio).
     seen: std::sync::Mutex<Option<Vec<Tool>>>,
     /// The deliberately broken behaviour `TOOLGATE_MCP_BROKEN` names (`--features broken` only).
     #[cfg(feature = "broken")]
@@ -63,19 +68,108 @@ impl Deref for ToolgateServer {
     }
 }
 
+/// The gate's tools for one caller, and the tenant the gate found in their identity.
+#[derive(Clone, Debug)]
+pub struct Listing {
+    pub tenant: String,
+    /// Each tool, and whether it is a read.
+    pub tools: Vec<(Tool, bool)>,
+}
+
+/// What the HTTP layer learned when it checked a request's bearer token with the gate.
+#[derive(Clone, Debug)]
+pub struct Verified(pub Arc<Listing>);
+
+/// Who calls, in which conversation: from the process's configuration (stdio) or from the
+/// request's headers (HTTP). Never from a tool argument.
+pub(crate) struct Caller {
+    identity: String,
+    conversation: Option<String>,
+    /// The gate's listing for this caller, once read (HTTP: when the bearer token was checked).
+    listing: Option<Arc<Listing>>,
+    /// HTTP: the `Toolgate-Channel-Message` header.
+    header_message: Option<String>,
+}
+
+impl Caller {
+    fn tenant(&self) -> Option<&str> {
+        self.listing.as_ref().map(|l| l.tenant.as_str())
+    }
+}
+
 impl ToolgateServer {
-    pub fn new(config: Config) -> ToolgateServer {
-        ToolgateServer(Arc::new(Shared {
+    pub fn new(config: Config) -> Result<ToolgateServer, String> {
+        let states = RequestStateCodec::try_new(config.state_key).map_err(|e| format!("the state key: {e}"))?;
+        Ok(ToolgateServer(Arc::new(Shared {
             gate: Gate::new(config.database),
-            identity: config.identity,
-            channel: config.channel,
-            conversation: config.conversation,
+            transport: config.transport,
             confirm_wait: config.confirm_wait,
-            message_file: config.message_file,
+            states,
             seen: std::sync::Mutex::new(None),
             #[cfg(feature = "broken")]
             broken: broken::Broken::from_env(),
-        }))
+        })))
+    }
+
+    fn is_http(&self) -> bool {
+        matches!(self.transport, Transport::Http(_))
+    }
+
+    /// The caller of a request.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, String> {
+        match &self.transport {
+            Transport::Stdio(s) => Ok(Caller {
+                identity: s.identity.token()?,
+                conversation: Some(s.conversation.clone()),
+                listing: None,
+                header_message: None,
+            }),
+            Transport::Http(_) => {
+                let parts = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .ok_or("a request without its HTTP headers")?;
+                let header = |name: &str| {
+                    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+                };
+                let identity = header("authorization")
+                    .and_then(crate::http::bearer)
+                    .ok_or("a request without a bearer token")?
+                    .to_string();
+                Ok(Caller {
+                    identity,
+                    conversation: header("toolgate-conversation").or(header("mcp-session-id")).map(String::from),
+                    listing: parts.extensions.get::<Verified>().map(|v| v.0.clone()),
+                    header_message: header("toolgate-channel-message").map(String::from),
+                })
+            }
+        }
+    }
+
+    /// The caller's listing: the one the HTTP layer read, or the gate's now.
+    async fn listing(&self, caller: &mut Caller) -> Result<Arc<Listing>, String> {
+        if let Some(l) = &caller.listing {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(self.gate_listing(&caller.identity).await?);
+        caller.listing = Some(l.clone());
+        Ok(l)
+    }
+
+    /// The tenant's channel key: the process's (stdio) or the tenant's entry (HTTP).
+    fn channel(&self, tenant: Option<&str>) -> Option<&Signer> {
+        match &self.transport {
+            Transport::Stdio(s) => s.channel.as_ref(),
+            Transport::Http(h) => tenant.and_then(|t| h.channels.get(t)),
+        }
+    }
+
+    /// Whether `confirm_proposal` is offered: a channel message can reach this server.
+    fn offers_confirm_proposal(&self) -> bool {
+        match &self.transport {
+            Transport::Stdio(s) => s.message_file.is_some(),
+            Transport::Http(_) => true,
+        }
     }
 
     /// Read the tools every [`TOOLS_WATCH_EVERY`] and send `notifications/tools/list_changed`
@@ -83,6 +177,7 @@ impl ToolgateServer {
     /// from what it was last given or the last reading, until the client is gone. A reading that
     /// fails is skipped.
     async fn watch_tools(self, peer: Peer<RoleServer>) {
+        let Transport::Stdio(stdio) = &self.transport else { return };
         let mut every = tokio::time::interval(TOOLS_WATCH_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -90,8 +185,9 @@ impl ToolgateServer {
             if peer.is_transport_closed() {
                 return;
             }
-            let Ok(tools) = self.tools().await else { continue };
-            if self.remember(&tools) && peer.notify_tool_list_changed().await.is_err() {
+            let Ok(identity) = stdio.identity.token() else { continue };
+            let Ok(listing) = self.gate_listing(&identity).await else { continue };
+            if self.remember(&self.offered(&listing)) && peer.notify_tool_list_changed().await.is_err() {
                 return;
             }
         }
@@ -99,8 +195,8 @@ impl ToolgateServer {
 
     /// Keep `tools` as the listing the client has, or will be told of; true if it differs from
     /// the one kept before.
-    fn remember(&self, tools: &[(Tool, bool)]) -> bool {
-        let mut now: Vec<Tool> = tools.iter().map(|(t, _)| t.clone()).collect();
+    fn remember(&self, tools: &[Tool]) -> bool {
+        let mut now = tools.to_vec();
         now.sort_by(|a, b| a.name.cmp(&b.name));
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let changed = seen.as_ref().is_some_and(|before| *before != now);
@@ -108,95 +204,134 @@ impl ToolgateServer {
         changed
     }
 
-    /// The gate's tools for the caller, and the server's own.
-    async fn tools(&self) -> Result<Vec<(Tool, bool)>, String> {
-        let identity = self.identity.token()?;
-        let listing = self.gate.tools(&identity).await.map_err(|e| e.to_string())?;
-        if listing["outcome"] != "SUCCEEDED" {
-            // A refused identity: the gate's own short text, no tool.
-            return Err(outcome_text(&listing));
-        }
-        let rows = listing["result"]["tools"].as_array().cloned().unwrap_or_default();
-        let mut tools = Vec::with_capacity(rows.len() + 1);
-        for row in rows {
-            let (Some(name), Some(schema)) = (row["name"].as_str(), row["inputSchema"].as_object()) else {
-                eprintln!("toolgate mcp: a tool row without a name or an object schema was left out");
-                continue;
-            };
-            let read = row["kind"] == "read";
-            let annotations = if read {
-                ToolAnnotations::new().read_only(true)
-            } else {
-                ToolAnnotations::new().read_only(false).destructive(true).idempotent(true)
-            };
-            let description = row["description"].as_str().map(|d| Cow::Owned(d.to_string()));
-            let tool = Tool::new_with_raw(name.to_string(), description, Arc::new(schema.clone()))
-                .with_annotations(annotations);
-            tools.push((tool, read));
-        }
-        if self.message_file.is_some() {
-            tools.push((confirm_proposal_tool(), false));
-        }
-        Ok(tools)
+    /// The gate's tools for `identity`: `Err` with the gate's short text if it refuses the identity.
+    pub(crate) async fn gate_listing(&self, identity: &str) -> Result<Listing, String> {
+        let outcome = self.gate.tools(identity).await.map_err(|e| e.to_string())?;
+        listing_of(&outcome)
     }
 
-    async fn call(&self, name: &str, args: Value, context: &RequestContext<RoleServer>) -> CallToolResult {
-        let identity = match self.identity.token() {
-            Ok(t) => t,
-            Err(e) => return message(&e, true),
-        };
+    /// What `tools/list` shows: the gate's tools, and the server's own.
+    fn offered(&self, listing: &Listing) -> Vec<Tool> {
+        let mut tools: Vec<Tool> = listing.tools.iter().map(|(t, _)| t.clone()).collect();
+        if self.offers_confirm_proposal() {
+            tools.push(confirm_proposal_tool());
+        }
+        tools
+    }
+
+    async fn call(
+        &self,
+        mut caller: Caller,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        #[cfg(feature = "broken")]
+        if let Some(r) = self.broken_resume(&mut caller, &request, &args).await {
+            return Ok(r.into());
+        }
+        if let Some(state) = &request.request_state {
+            return self.resume(&mut caller, &name, &args, state, request.input_responses.as_ref()).await;
+        }
         #[cfg(feature = "broken")]
         let (args, said) = self.broken_take_answer(args);
-        if name == CONFIRM_PROPOSAL && self.message_file.is_some() {
+        // The tenant, and whether the tool is a read, from the listing; a refused identity goes to
+        // toolgate.call, which says why and audits it.
+        let listing = self.listing(&mut caller).await.ok();
+        if name == CONFIRM_PROPOSAL && self.offers_confirm_proposal() {
             #[cfg(feature = "broken")]
             if let (Some((decision, text)), Some(id)) = (&said, args["proposal_id"].as_str()) {
-                return self.sign_and_confirm(&identity, id, *decision, text.clone()).await;
+                return Ok(self.sign_and_confirm(&caller, id, *decision, text.clone()).await.into());
             }
-            return self.confirm_proposal(&identity, &args).await;
+            return Ok(self.confirm_proposal(&caller, &args).await.into());
         }
-        // A read goes to toolgate.read; anything else, a tool the listing lacks too, to toolgate.call.
-        let read = match self.tools().await {
-            Ok(tools) => tools.iter().any(|(t, read)| *read && t.name == name),
-            Err(_) => false,
-        };
+        let read = listing.is_some_and(|l| l.tools.iter().any(|(t, read)| *read && t.name == name));
         let outcome = if read {
-            self.gate.read(&identity, name, &args).await
+            self.gate.read(&caller.identity, &name, &args).await
         } else {
-            self.gate.call(&identity, &self.conversation, name, &args).await
+            let Some(conversation) = caller.conversation.as_deref() else {
+                return Ok(message(
+                    "No conversation: a write needs the Toolgate-Conversation header (or an MCP session); \
+                     nothing was applied.",
+                    true,
+                )
+                .into());
+            };
+            self.gate.call(&caller.identity, conversation, &name, &args).await
         };
         let outcome = match outcome {
             Ok(o) => o,
-            Err(e) => return gate_error(&e),
+            Err(e) => return Ok(gate_error(&e).into()),
         };
         if outcome["outcome"] == "NEEDS_CONFIRMATION" {
             #[cfg(feature = "broken")]
             if let (Some((decision, text)), Some(id)) = (said, outcome["proposal"]["id"].as_str()) {
-                return self.sign_and_confirm(&identity, id, decision, text).await;
+                return Ok(self.sign_and_confirm(&caller, id, decision, text).await.into());
             }
-            return self.ask(&identity, outcome, context).await;
+            return Ok(self.ask(&caller, &name, &args, outcome, context).await);
         }
-        result(outcome)
+        Ok(result(outcome).into())
     }
 
-    /// Put a proposal to the person within the call; return what the gate made of the answer, or
-    /// the proposal itself when there is no answer to give.
-    async fn ask(&self, identity: &str, outcome: Value, context: &RequestContext<RoleServer>) -> CallToolResult {
+    /// Put a proposal to the person within the call; return what the gate made of the answer, the
+    /// question (an `input_required` result, protocol 2026-07-28), or the proposal itself when
+    /// there is no answer to give.
+    async fn ask(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: &Value,
+        outcome: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
         let proposal = &outcome["proposal"];
         let (Some(id), Some(text)) = (proposal["id"].as_str(), proposal["text"].as_str()) else {
-            return pending(outcome, "the proposal came without an id or a text");
+            return pending(outcome, "the proposal came without an id or a text").into();
         };
         let tier = proposal["tier"].as_i64().unwrap_or(1);
-        if self.channel.is_none() {
-            return pending(outcome, "this server has no channel key to carry the answer");
-        }
-        if !context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
-            return self.unanswered(identity, outcome, "this client cannot ask the person").await;
+        if self.channel(caller.tenant()).is_none() {
+            return pending(outcome, "this server has no channel key for this tenant to carry the answer").into();
         }
         let now = now_millis();
         let left = proposal["expires_at"].as_str().and_then(epoch_millis).map_or(0, |exp| exp.saturating_sub(now));
         let wait = self.confirm_wait.min(Duration::from_millis(left.max(0) as u64));
+        let modern = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if modern {
+            if !form_elicitation(context.client_capabilities().as_ref()) {
+                return self.unanswered(caller, outcome, "this client cannot ask the person").await.into();
+            }
+            if wait.is_zero() {
+                return pending(outcome, "the proposal expires before the person could answer").into();
+            }
+            let bound = binding(caller, name, args);
+            let state = self.states.seal_json_with(
+                &json!({"proposal": id, "tier": tier}),
+                &SealOptions::new().associated_data(bound.as_bytes()).ttl(wait),
+            );
+            let Ok(state) = state else {
+                return pending(outcome, "the question could not be sealed").into();
+            };
+            let question = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question(text, tier),
+                requested_schema: answer_schema(tier),
+            });
+            let requests = BTreeMap::from([(CONFIRM_INPUT.to_string(), InputRequest::Elicitation(question))]);
+            return InputRequiredResult::new(Some(requests), Some(state)).into();
+        }
+        if self.is_http() {
+            return pending(
+                outcome,
+                "over HTTP before protocol 2026-07-28 the person answers in their channel, then confirm_proposal",
+            )
+            .into();
+        }
+        if !context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
+            return self.unanswered(caller, outcome, "this client cannot ask the person").await.into();
+        }
         if wait.is_zero() {
-            return pending(outcome, "the proposal expires before the person could answer");
+            return pending(outcome, "the proposal expires before the person could answer").into();
         }
         let request = ElicitRequestParams::FormElicitationParams {
             meta: None,
@@ -205,36 +340,63 @@ impl ToolgateServer {
         };
         let answer = tokio::select! {
             answer = context.peer.create_elicitation_with_timeout(request, Some(wait)) => answer,
-            _ = context.ct.cancelled() => return pending(outcome, "the call was cancelled"),
+            _ = context.ct.cancelled() => return pending(outcome, "the call was cancelled").into(),
         };
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("toolgate mcp: no answer from the person: {e}");
-                return self.unanswered(identity, outcome, "no answer came from the person").await;
+                return self.unanswered(caller, outcome, "no answer came from the person").await.into();
             }
         };
-        let field = |name: &str| answer.content.as_ref().map(|c| c[name].clone()).unwrap_or(Value::Null);
-        let (decision, said) = match answer.action {
-            ElicitationAction::Accept if tier >= 3 => {
-                (Decision::Approve, field("word").as_str().unwrap_or("").to_string())
-            }
-            ElicitationAction::Accept => match field("confirm") {
-                Value::Bool(true) => (Decision::Approve, "sim".to_string()),
-                Value::Bool(false) => (Decision::Decline, String::new()),
-                _ => return pending(outcome, "the person's answer carried no decision"),
-            },
-            ElicitationAction::Decline | ElicitationAction::Cancel => (Decision::Decline, String::new()),
-            _ => return pending(outcome, "the person's answer was not understood"),
-        };
-        self.sign_and_confirm(identity, id, decision, said).await
+        match decision(&answer, tier) {
+            Some((decision, said)) => self.sign_and_confirm(caller, id, decision, said).await.into(),
+            None => pending(outcome, "the person's answer was not understood").into(),
+        }
     }
 
-    /// Sign what the person answered to proposal `id` with the channel key and hand it to
-    /// `toolgate.confirm`.
-    async fn sign_and_confirm(&self, identity: &str, id: &str, decision: Decision, said: String) -> CallToolResult {
-        let Some(channel) = &self.channel else {
-            return message("this server has no channel key to carry the answer; nothing was applied", true);
+    /// The retry of a call answered `input_required`: the person's answer to the proposal the
+    /// `requestState` names. A state that does not open for this caller, conversation and call
+    /// (tampered, expired, another's, another server key's) is an invalid-params error, and
+    /// nothing is applied; a state used again gets the gate's answer for a decided proposal.
+    async fn resume(
+        &self,
+        caller: &mut Caller,
+        name: &str,
+        args: &Value,
+        state: &str,
+        responses: Option<&BTreeMap<String, Value>>,
+    ) -> Result<CallToolResponse, McpError> {
+        let refused = |why: String| McpError::invalid_params(format!("{why}; nothing was applied"), None);
+        // The tenant is part of what the state is bound to.
+        self.listing(caller).await.map_err(|e| refused(format!("the caller was not recognised: {e}")))?;
+        let bound = binding(caller, name, args);
+        let sealed: Value = self.states.open_json_with(state, bound.as_bytes()).map_err(|e| {
+            // One answer for every reason, as a sealed state asks; the reason goes to the log.
+            eprintln!("toolgate mcp: a requestState was refused: {e}");
+            refused("requestState refused: it is tampered, expired, or another call's or caller's".into())
+        })?;
+        let (Some(id), tier) = (sealed["proposal"].as_str(), sealed["tier"].as_i64().unwrap_or(1)) else {
+            return Err(refused("requestState names no proposal".into()));
+        };
+        let answer = responses
+            .and_then(|r| r.get(CONFIRM_INPUT))
+            .ok_or_else(|| refused(format!("inputResponses has no answer \"{CONFIRM_INPUT}\"")))?;
+        let answer: ElicitResult = serde_json::from_value(answer.clone())
+            .map_err(|e| refused(format!("the answer is not an elicitation result: {e}")))?;
+        let (decision, said) =
+            decision(&answer, tier).ok_or_else(|| refused("the answer does not have the form asked for".into()))?;
+        Ok(self.sign_and_confirm(caller, id, decision, said).await.into())
+    }
+
+    /// Sign what the person answered to proposal `id` with the tenant's channel key and hand it
+    /// to `toolgate.confirm`.
+    async fn sign_and_confirm(&self, caller: &Caller, id: &str, decision: Decision, said: String) -> CallToolResult {
+        let Some(channel) = self.channel(caller.tenant()) else {
+            return message(
+                "this server has no channel key for this tenant to carry the answer; nothing was applied",
+                true,
+            );
         };
         let now = now_millis() / 1000;
         let signed = channel.sign(&Confirmation {
@@ -245,40 +407,49 @@ impl ToolgateServer {
             exp: now + CONFIRMATION_TTL,
             via: Via::Typed,
         });
-        match self.gate.confirm(identity, &signed).await {
+        match self.gate.confirm(&caller.identity, &signed).await {
             Ok(o) => result(o),
             Err(e) => gate_error(&e),
         }
     }
 
     /// A proposal the person could not be asked about, or did not answer: it stays pending.
-    async fn unanswered(&self, identity: &str, outcome: Value, why: &str) -> CallToolResult {
+    async fn unanswered(&self, caller: &Caller, outcome: Value, why: &str) -> CallToolResult {
         #[cfg(feature = "broken")]
-        if let Some(r) = self.broken_consent(identity, &outcome).await {
+        if let Some(r) = self.broken_consent(caller, &outcome).await {
             return r;
         }
         #[cfg(not(feature = "broken"))]
-        let _ = identity; // only a broken server reads it
+        let _ = caller; // only a broken server reads it
         pending(outcome, why)
     }
 
-    /// `confirm_proposal`: the newest answer the gateway wrote, if it is for this proposal.
-    async fn confirm_proposal(&self, identity: &str, args: &Value) -> CallToolResult {
+    /// The newest message of the person's channel: the `Toolgate-Channel-Message` header (HTTP) or
+    /// the last line of the message file (stdio).
+    fn channel_message(&self, caller: &Caller) -> Option<String> {
+        match &self.transport {
+            Transport::Http(_) => caller.header_message.clone(),
+            Transport::Stdio(s) => s
+                .message_file
+                .as_ref()
+                .and_then(|f| std::fs::read_to_string(f).ok())
+                .and_then(|text| text.lines().map(str::trim).rfind(|l| !l.is_empty()).map(String::from)),
+        }
+    }
+
+    /// `confirm_proposal`: the newest answer the gateway gave, if it is for this proposal.
+    async fn confirm_proposal(&self, caller: &Caller, args: &Value) -> CallToolResult {
         let Some(wanted) = args["proposal_id"].as_str() else {
             return message("confirm_proposal takes one argument, proposal_id, a string", true);
         };
-        let newest = self
-            .message_file
-            .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .and_then(|text| text.lines().map(str::trim).rfind(|l| !l.is_empty()).map(String::from));
+        let newest = self.channel_message(caller);
         #[cfg(feature = "broken")]
-        if let Some(r) = self.broken_any_message(identity, wanted, newest.as_deref()).await {
+        if let Some(r) = self.broken_any_message(caller, wanted, newest.as_deref()).await {
             return r;
         }
         match newest {
             Some(token) if claimed_proposal(&token).as_deref() == Some(wanted) => {
-                match self.gate.confirm(identity, &token).await {
+                match self.gate.confirm(&caller.identity, &token).await {
                     Ok(o) => result(o),
                     Err(e) => gate_error(&e),
                 }
@@ -301,26 +472,32 @@ impl ServerHandler for ToolgateServer {
             )
     }
 
-    /// Only versions with the initialize handshake: the person is asked with a request from
-    /// server to client within the call, which protocol 2026-07-28 forbids.
+    /// 2025-06-18 and 2025-11-25 ask the person with `elicitation/create` within the call;
+    /// 2026-07-28 with an `input_required` result.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
-    /// From now on the client hears when its tools change.
+    /// From now on a stdio client hears when its tools change.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        tokio::spawn(self.clone().watch_tools(context.peer));
+        if !self.is_http() {
+            tokio::spawn(self.clone().watch_tools(context.peer));
+        }
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        match self.tools().await {
-            Ok(tools) => {
-                self.remember(&tools);
-                Ok(ListToolsResult::with_all_items(tools.into_iter().map(|(t, _)| t).collect()))
+        let mut caller = self.caller(&context).map_err(|e| McpError::invalid_request(e, None))?;
+        match self.listing(&mut caller).await {
+            Ok(listing) => {
+                let tools = self.offered(&listing);
+                if !self.is_http() {
+                    self.remember(&tools);
+                }
+                Ok(ListToolsResult::with_all_items(tools))
             }
             Err(e) => Err(McpError::internal_error(e, None)),
         }
@@ -331,8 +508,68 @@ impl ServerHandler for ToolgateServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        Ok(self.call(&request.name, args, &context).await.into())
+        let caller = match self.caller(&context) {
+            Ok(c) => c,
+            Err(e) => return Ok(message(&e, true).into()),
+        };
+        self.call(caller, request, &context).await
+    }
+}
+
+/// The listing a `toolgate.tools` outcome holds; `Err` with the gate's short text if it refused.
+pub(crate) fn listing_of(outcome: &Value) -> Result<Listing, String> {
+    if outcome["outcome"] != "SUCCEEDED" {
+        return Err(outcome_text(outcome));
+    }
+    let rows = outcome["result"]["tools"].as_array().cloned().unwrap_or_default();
+    let mut tools = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (Some(name), Some(schema)) = (row["name"].as_str(), row["inputSchema"].as_object()) else {
+            eprintln!("toolgate mcp: a tool row without a name or an object schema was left out");
+            continue;
+        };
+        let read = row["kind"] == "read";
+        let annotations = if read {
+            ToolAnnotations::new().read_only(true)
+        } else {
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true)
+        };
+        let description = row["description"].as_str().map(|d| Cow::Owned(d.to_string()));
+        let tool =
+            Tool::new_with_raw(name.to_string(), description, Arc::new(schema.clone())).with_annotations(annotations);
+        tools.push((tool, read));
+    }
+    let tenant = outcome["result"]["tenant"].as_str().unwrap_or_default().to_string();
+    Ok(Listing { tenant, tools })
+}
+
+/// Whether a 2026-07-28 client declared form elicitation in this request's capabilities.
+fn form_elicitation(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities.and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// What a `requestState` is bound to: the caller (the identity token's `iss` and `sub`, and the
+/// tenant the gate found), the conversation, and the call (tool and arguments). The gate verifies
+/// the identity again when the answer reaches it.
+fn binding(caller: &Caller, name: &str, args: &Value) -> String {
+    let claims = unverified_claims(&caller.identity).unwrap_or(Value::Null);
+    json!([claims["iss"], claims["sub"], caller.tenant(), caller.conversation, name, args]).to_string()
+}
+
+/// The person's decision and what they said: a "sim" at tiers 1 and 2 when they ticked confirm,
+/// the word they typed at tier 3; `None` for an answer without the form asked for.
+fn decision(answer: &ElicitResult, tier: i64) -> Option<(Decision, String)> {
+    let field = |name: &str| answer.content.as_ref().map(|c| c[name].clone()).unwrap_or(Value::Null);
+    match answer.action {
+        ElicitationAction::Accept if tier >= 3 => field("word").as_str().map(|w| (Decision::Approve, w.to_string())),
+        ElicitationAction::Accept => match field("confirm") {
+            Value::Bool(true) => Some((Decision::Approve, "sim".to_string())),
+            Value::Bool(false) => Some((Decision::Decline, String::new())),
+            _ => None,
+        },
+        ElicitationAction::Decline | ElicitationAction::Cancel => Some((Decision::Decline, String::new())),
+        #[allow(unreachable_patterns)]
+        _ => None,
     }
 }
 
@@ -491,19 +728,23 @@ mod tests {
     fn a_changed_listing_is_told_once() {
         let server = ToolgateServer::new(Config {
             database: tokio_postgres::Config::new(),
-            identity: Identity::Token("t".into()),
-            channel: None,
-            conversation: "c".into(),
+            transport: Transport::Stdio(crate::config::Stdio {
+                identity: crate::config::Identity::Token("t".into()),
+                channel: None,
+                conversation: "c".into(),
+                message_file: None,
+            }),
             confirm_wait: Duration::from_secs(1),
-            message_file: None,
-        });
-        let tool = |name: &str, read: bool| (Tool::new(name.to_string(), "d", Arc::new(Default::default())), read);
-        let (a, b) = (tool("a", true), tool("b", false));
+            state_key: vec![7; 32],
+        })
+        .unwrap();
+        let tool = |name: &str| Tool::new(name.to_string(), "d", Arc::new(Default::default()));
+        let (a, b) = (tool("a"), tool("b"));
         assert!(!server.remember(&[a.clone(), b.clone()]), "the first listing is no change");
         assert!(!server.remember(&[b.clone(), a.clone()]), "the order is no change");
         assert!(server.remember(std::slice::from_ref(&a)));
         assert!(!server.remember(std::slice::from_ref(&a)));
-        let annotated = (a.0.clone().with_annotations(ToolAnnotations::new().read_only(true)), true);
+        let annotated = a.clone().with_annotations(ToolAnnotations::new().read_only(true));
         assert!(server.remember(&[annotated]), "new annotations are a change");
     }
 

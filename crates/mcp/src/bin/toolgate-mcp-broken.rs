@@ -11,7 +11,17 @@ fn main() -> ExitCode {
         eprintln!("toolgate-mcp-broken: set {VARIABLE} to one of {}", names.join(", "));
         return ExitCode::from(2);
     }
-    match toolgate_mcp::run() {
+    // `--http ADDR`, as `toolgate mcp` takes it.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let http = match args.as_slice() {
+        [] => None,
+        [flag, addr] if flag == "--http" => Some(addr.as_str()),
+        _ => {
+            eprintln!("toolgate-mcp-broken: usage: toolgate-mcp-broken [--http ADDR]");
+            return ExitCode::from(2);
+        }
+    };
+    match toolgate_mcp::run(http) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate-mcp-broken: {e}");

@@ -1,0 +1,174 @@
+//! `toolgate mcp --http ADDR`: Streamable HTTP at `/mcp`, for any tenant's people. Every request
+//! carries `Authorization: Bearer <identity token>`, which the gate checks (`toolgate.tools`)
+//! before the request reaches the MCP handler: a missing or refused token is a 401 pointing at the
+//! Protected Resource Metadata (RFC 9728) served at `/.well-known/oauth-protected-resource/mcp`.
+//! The server keeps no session: what must survive is in the database, and a `requestState` is
+//! sealed with `TOOLGATE_STATE_KEY_FILE`'s key, so processes behind one URL serve one conversation.
+
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use std::sync::Arc;
+
+use crate::config::Http;
+use crate::gate::GateError;
+use crate::server::{listing_of, ToolgateServer, Verified};
+
+/// The token of an `Authorization: Bearer <token>` header value.
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    Some(token.trim()).filter(|t| scheme.eq_ignore_ascii_case("bearer") && !t.is_empty())
+}
+
+/// Where RFC 9728 puts the metadata of `resource`: `/.well-known/oauth-protected-resource`
+/// inserted between its origin and its path.
+fn metadata_url(resource: &str) -> String {
+    let scheme_end = resource.find("://").map_or(0, |i| i + 3);
+    let path_start = resource[scheme_end..].find('/').map_or(resource.len(), |i| scheme_end + i);
+    let (origin, path) = resource.split_at(path_start);
+    format!("{origin}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/'))
+}
+
+/// The largest request body read (rmcp's own limit is the same).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+struct Shared {
+    server: ToolgateServer,
+    resource: String,
+    metadata: String,
+}
+
+/// Serve until SIGINT or SIGTERM.
+pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, .. }) = &server.transport else {
+        return Err("not configured for HTTP".into());
+    };
+    let (addr, resource) = (*addr, resource.clone());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(allowed_hosts.clone());
+    let handler = server.clone();
+    let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
+    let shared = Arc::new(Shared { server, metadata: metadata_url(&resource), resource: resource.clone() });
+    let app = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(shared.clone(), check_bearer))
+        .route("/.well-known/oauth-protected-resource", get(protected_resource))
+        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
+        .with_state(shared);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    eprintln!("toolgate mcp: Streamable HTTP on {} for {resource}", listener.local_addr()?);
+    axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
+    Ok(())
+}
+
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// Every request to `/mcp` carries a token the gate accepts, or is answered 401. When the database
+/// is unreachable the request goes on unchecked: the handler's gate calls (which verify the token
+/// again) then answer that the database is unavailable.
+async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+    let Some(token) = token.map(String::from) else {
+        return unauthorized(&shared, None);
+    };
+    // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response();
+    };
+    if parts.method == axum::http::Method::POST && serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+        let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the body is not JSON"}});
+        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
+    let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
+    match shared.server.gate.tools(&token).await {
+        Ok(outcome) => match listing_of(&outcome) {
+            Ok(listing) => {
+                request.extensions_mut().insert(Verified(Arc::new(listing)));
+                next.run(request).await
+            }
+            Err(why) => unauthorized(&shared, Some(&why)),
+        },
+        Err(GateError::Unavailable | GateError::Sql { .. }) => next.run(request).await,
+    }
+}
+
+/// 401, with `WWW-Authenticate` naming the metadata (and, for a refused token, why).
+fn unauthorized(shared: &Shared, refused: Option<&str>) -> Response {
+    let challenge = match refused {
+        None => format!("Bearer resource_metadata=\"{}\"", shared.metadata),
+        Some(why) => format!(
+            "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
+            why.replace(['"', '\\'], "'"),
+            shared.metadata
+        ),
+    };
+    let body = match refused {
+        None => {
+            json!({"error": "invalid_request", "error_description": "an identity token is required: Authorization: Bearer <token>"})
+        }
+        Some(why) => json!({"error": "invalid_token", "error_description": why}),
+    };
+    let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    response
+}
+
+/// RFC 9728 Protected Resource Metadata: this resource, and every registered issuer as an
+/// authorization server.
+async fn protected_resource(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.server.gate.authorization_servers().await {
+        Ok(servers) => Json(json!({
+            "resource": shared.resource,
+            "authorization_servers": servers,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "pg_toolgate",
+        }))
+        .into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": e.to_string()}))).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read() {
+        assert_eq!(bearer("Bearer abc.def.ghi"), Some("abc.def.ghi"));
+        assert_eq!(bearer("bearer  t "), Some("t"));
+        assert_eq!(bearer("Basic dXNlcg=="), None);
+        assert_eq!(bearer("Bearer "), None);
+        assert_eq!(bearer("Bearer"), None);
+    }
+
+    #[test]
+    fn metadata_sits_before_the_path() {
+        assert_eq!(
+            metadata_url("https://mcp.example.com/mcp"),
+            "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            metadata_url("http://127.0.0.1:8808/mcp"),
+            "http://127.0.0.1:8808/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(metadata_url("https://h.example"), "https://h.example/.well-known/oauth-protected-resource");
+    }
+}
