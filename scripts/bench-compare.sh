@@ -64,7 +64,7 @@ declare -A pgbin cli
 make_work
 for v in base this; do
     private_pg "$dir/pg-$v"
-    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)/pg_toolgate.so"
+    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)"/pg_toolgate[.-]*so
     log "building $v ($([ $v = base ] && echo "$short" || echo "this tree")), release, into $dir/pg-$v"
     if ! (cd "${src[$v]}" && CARGO_TARGET_DIR=${target[$v]} cargo pgrx install --release --pg-config "$PG_CONFIG" &&
         CARGO_TARGET_DIR=${target[$v]} cargo build -p toolgate-cli) >"$work/build-$v.log" 2>&1; then

@@ -13,7 +13,9 @@
 #      of a type pg_upgrade refuses;
 #   5. calls go on working (tests/upgrade/after.sql): a read, a retry of a settled call, a proposal
 #      made before the update confirmed, closes at tier 1 and 0, a purchase, a DBA's own tool;
-#   6. the catalogue (tests/upgrade/catalogue.sql) is identical to a fresh CREATE EXTENSION's in
+#   6. a second database filled the same way and left at 0.1.0 goes on answering after the new
+#      library is installed (each version's library is a file of its own), on 0.1.0's library;
+#   7. the catalogue (tests/upgrade/catalogue.sql) is identical to a fresh CREATE EXTENSION's in
 #      a second database of the same cluster (the diff is printed otherwise: "-" lines are what a
 #      fresh install has and the update does not make, "+" lines what the update leaves that a
 #      fresh install has not), and every row a fresh install ships is in the updated database;
@@ -184,7 +186,7 @@ upgrade_test() {
     step "[PostgreSQL $v] $OLD_VERSION (commit ${OLD_COMMIT:0:7}) into a private copy"
     private_pg "$work/install-$v"
     # The copy holds whatever the install it was made from has; start from no pg_toolgate at all.
-    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)/pg_toolgate.so"
+    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)"/pg_toolgate[.-]*so
     t=$SECONDS
     log "building $OLD_VERSION in $old_target (a full compile the first time, cached after)"
     (cd "$old_src" && CARGO_TARGET_DIR=$old_target cargo pgrx install --pg-config "$PG_CONFIG") \
@@ -194,12 +196,15 @@ upgrade_test() {
 
     throwaway_cluster "pg$v" "${TOOLGATE_UPGRADE_PORT:-54461}"
     host=$dir/socket
-    q postgres -c "CREATE DATABASE before" -c "CREATE DATABASE fresh"
+    q postgres -c "CREATE DATABASE before" -c "CREATE DATABASE fresh" -c "CREATE DATABASE stays"
     q before -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
-    mkdir -p "$work/keys-$v"
-    log "filling database before through $OLD_VERSION's entry points (tests/upgrade/fill.sql)"
+    q stays -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
+    mkdir -p "$work/keys-$v" "$work/keys-$v-stays"
+    log "filling databases before and stays through $OLD_VERSION's entry points (tests/upgrade/fill.sql)"
     TOOLGATE_KEYS=$work/keys-$v q before -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v.log" ||
         harness_error "the fill failed under $OLD_VERSION (its log: $work/fill-$v.log)"
+    TOOLGATE_KEYS=$work/keys-$v-stays q stays -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v-stays.log" ||
+        harness_error "the fill of stays failed under $OLD_VERSION (its log: $work/fill-$v-stays.log)"
     snapshot "$work/rows-$v"
 
     step "[PostgreSQL $v] the current tree over it, then ALTER EXTENSION pg_toolgate UPDATE"
@@ -215,8 +220,23 @@ upgrade_test() {
     q before -c "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version'" ||
         harness_error "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version' failed"
 
+    step "[PostgreSQL $v] a database left at $OLD_VERSION, on a new connection"
+    check "database stays: version, library, a read through its entry point" \
+        "$OLD_VERSION, pg_toolgate, SUCCEEDED" \
+        "$(TOOLGATE_KEYS=$work/keys-$v-stays q stays 2>&1 <<'SQL'
+\set sup `"$TOOLGATE_MINT" id up-a user-1 supervisor`
+SELECT e.extversion || ', '
+       || (SELECT pg_catalog.string_agg(DISTINCT pg_catalog.regexp_replace(p.probin, '^.*/', ''), ', ')
+             FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'toolgate'::pg_catalog.regnamespace AND p.probin IS NOT NULL)
+       || ', ' || (toolgate.read_order(:'sup', '901')->>'outcome')
+  FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_toolgate';
+SQL
+)"
+
     step "[PostgreSQL $v] checks after the update"
     check "extension version" "$new_version" "$(q before -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_toolgate'")"
+    check "toolgate.version()" "$new_version, pg_toolgate-$new_version, true" \
+        "$(q before -c "SELECT v->>'extension' || ', ' || (v->>'library') || ', ' || (v->>'library_current') FROM toolgate.version() v")"
     compare "$work/rows-$v"
 
     check "role maintenance_owner (can log in?)" "false" \

@@ -9,9 +9,17 @@
 -- than an exception.
 ------------------------------------------------------------------------------------------------
 
-CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'confirm_wrapper';
+-- The entry points written in Rust are created with the library pgrx created its own functions
+-- with (toolgate.caller's): each version's library is a file of its own, pg_toolgate-VERSION.
+DO $create$
+BEGIN
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.confirm(identity text, confirmation text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'confirm_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+END
+$create$;
 
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
@@ -387,3 +395,25 @@ $$;
 CREATE FUNCTION toolgate.explain_call(identity text, tool text, conversation_id text, args jsonb) RETURNS jsonb
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$ SELECT toolgate.gate_explain(tool, identity, conversation_id, args::text) $$;
+
+-- Which version of the extension this database runs, and which library file its C functions
+-- call: after a new version is installed, a database not yet updated keeps the old library
+-- ("library_current": false until ALTER EXTENSION pg_toolgate UPDATE runs in it).
+CREATE FUNCTION toolgate.version() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT pg_catalog.jsonb_build_object(
+               'extension', e.extversion,
+               'library', lib.library,
+               'library_current', lib.library = 'pg_toolgate-' || e.extversion)
+      FROM pg_catalog.pg_extension e,
+           LATERAL (SELECT pg_catalog.string_agg(DISTINCT pg_catalog.regexp_replace(p.probin, '^.*/', ''), ', ') AS library
+                      FROM pg_catalog.pg_proc p
+                      JOIN pg_catalog.pg_depend d
+                        ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+                     WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                       AND d.deptype = 'e' AND p.probin IS NOT NULL) lib
+     WHERE e.extname = 'pg_toolgate'
+$$;
+COMMENT ON FUNCTION toolgate.version() IS
+    'The extension version this database runs and the library file its C functions call.';

@@ -43,8 +43,13 @@ TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches,
-                toolgate.tool_bindings, toolgate.tool_history
+                toolgate.tool_bindings, toolgate.tool_history, toolgate.administrators
 TO toolgate_admin;
+-- toolgate.add_administrator and remove_administrator stay the owner's.
+GRANT SELECT ON toolgate.administrators TO toolgate_auditor;
+
+-- Which version and library a database runs: for whoever looks after it.
+GRANT EXECUTE ON FUNCTION toolgate.version() TO toolgate_admin, toolgate_operator, toolgate_auditor;
 
 -- On-call: turn writes off (the function refuses to turn them on), see the switches.
 GRANT EXECUTE ON FUNCTION toolgate.set_writes_enabled(boolean, text) TO toolgate_operator;

@@ -14,6 +14,47 @@
 \echo Use "ALTER EXTENSION pg_toolgate UPDATE TO '0.2.0'" to load this file. \quit
 
 ------------------------------------------------------------------------------------------------
+-- 0. The library. From 0.2.0 each version's library is a file of its own,
+--    pg_toolgate-VERSION in $libdir, installed beside the older ones, so a database not yet updated
+--    goes on using its own. First of all, every C function of the extension is pointed at the
+--    library installed with this script (CREATE OR REPLACE keeps its oid, grants and every other
+--    attribute); a function whose symbol that library no longer has is left for the sections
+--    below, which drop or replace it.
+------------------------------------------------------------------------------------------------
+
+DO $library$
+DECLARE
+    library constant text := 'pg_toolgate-@CARGO_VERSION@';
+    f record;
+    old_def text;
+    new_def text;
+BEGIN
+    FOR f IN
+        SELECT p.oid, p.probin
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+           AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_toolgate')
+           AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c')
+           AND p.probin IS DISTINCT FROM library
+    LOOP
+        -- pg_get_functiondef writes the library on a line of its own: AS 'file', $function$symbol$function$
+        old_def := pg_catalog.pg_get_functiondef(f.oid);
+        new_def := pg_catalog.replace(old_def, E'\nAS ' || pg_catalog.quote_literal(f.probin) || ',',
+                                      E'\nAS ' || pg_catalog.quote_literal(library) || ',');
+        IF new_def = old_def THEN
+            RAISE EXCEPTION 'pg_toolgate update: cannot point % at %', f.oid::pg_catalog.regprocedure, library;
+        END IF;
+        BEGIN
+            EXECUTE new_def;
+        EXCEPTION WHEN undefined_function THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$library$;
+
+------------------------------------------------------------------------------------------------
 -- 1. The registry: tool-level target states, no shipped tools, the entry points named after
 --    their tools as SQL functions over toolgate.call / toolgate.read.
 ------------------------------------------------------------------------------------------------
@@ -328,7 +369,7 @@ $$;
 -- schema, base tier and whether writes are on. Not a call: nothing is audited.
 CREATE FUNCTION toolgate.tools(identity text) RETURNS jsonb
 LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'tools_wrapper';
+AS 'pg_toolgate-@CARGO_VERSION@', 'tools_wrapper';
 COMMENT ON FUNCTION toolgate.tools(text) IS
     'The tools the identity''s tenant and role may call, each with its newest schema: what an agent host lists.';
 REVOKE ALL ON FUNCTION toolgate.tools(text) FROM PUBLIC;
@@ -1140,3 +1181,130 @@ COMMENT ON FUNCTION toolgate.authorization_servers() IS
     'The iss of every registered identity provider, sorted: an MCP server''s authorization_servers (RFC 9728).';
 REVOKE ALL ON FUNCTION toolgate.authorization_servers() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.authorization_servers() TO toolgate_agent;
+
+------------------------------------------------------------------------------------------------
+-- The version a database runs and the library it calls.
+------------------------------------------------------------------------------------------------
+
+-- Which version of the extension this database runs, and which library file its C functions
+-- call: after a new version is installed, a database not yet updated keeps the old library
+-- ("library_current": false until ALTER EXTENSION pg_toolgate UPDATE runs in it).
+CREATE FUNCTION toolgate.version() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT pg_catalog.jsonb_build_object(
+               'extension', e.extversion,
+               'library', lib.library,
+               'library_current', lib.library = 'pg_toolgate-' || e.extversion)
+      FROM pg_catalog.pg_extension e,
+           LATERAL (SELECT pg_catalog.string_agg(DISTINCT pg_catalog.regexp_replace(p.probin, '^.*/', ''), ', ') AS library
+                      FROM pg_catalog.pg_proc p
+                      JOIN pg_catalog.pg_depend d
+                        ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+                     WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                       AND d.deptype = 'e' AND p.probin IS NOT NULL) lib
+     WHERE e.extname = 'pg_toolgate'
+$$;
+COMMENT ON FUNCTION toolgate.version() IS
+    'The extension version this database runs and the library file its C functions call.';
+REVOKE ALL ON FUNCTION toolgate.version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.version() TO toolgate_admin, toolgate_operator, toolgate_auditor;
+
+------------------------------------------------------------------------------------------------
+-- Who administers the gate in this database. toolgate_admin is a role of the whole cluster, and
+-- its members are the same in every database; each database lists the roles whose members
+-- administer the gate in it. A change to the configuration (tenants, keys, issuers and their
+-- mappings, tools, their schemas and bindings, policy rows, turning writes on) by a caller —
+-- the role SET ROLE left, toolgate.caller() — that is not a superuser, not the extension's owner
+-- and not a member of a role listed here is refused. Installed, the list is toolgate_admin
+-- itself: every member of it administers, as before. On a cluster shared by several databases
+-- the owner replaces it with a role of this database's own (add_administrator, then
+-- remove_administrator('toolgate_admin')).
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE toolgate.administrators (
+    role_name name PRIMARY KEY,
+    added_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    added_by  text NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.administrators', '');
+INSERT INTO toolgate.administrators (role_name, added_by) VALUES ('toolgate_admin', 'CREATE EXTENSION');
+
+-- Whether role `who` administers the gate in this database.
+CREATE FUNCTION toolgate.administers(who text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who AND r.rolsuper)
+        OR EXISTS (SELECT 1 FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_roles r ON r.oid = e.extowner
+                    WHERE e.extname = 'pg_toolgate' AND r.rolname = who)
+        OR EXISTS (SELECT 1 FROM toolgate.administrators a JOIN pg_catalog.pg_roles r ON r.rolname = a.role_name
+                    WHERE pg_catalog.pg_has_role(who, r.oid, 'MEMBER'))
+$$;
+
+CREATE FUNCTION toolgate.require_administrator() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
+DECLARE
+    who text := toolgate.caller();
+BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate_admin is a role of the whole cluster; toolgate.administrators lists the roles '
+                         'whose members administer this database (the extension''s owner changes it with '
+                         'toolgate.add_administrator and toolgate.remove_administrator).';
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        RETURN NEW;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tenants_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER keys_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER issuers_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tenant_issuers_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenant_issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tools_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tools
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tool_schemas_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_schemas
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tool_bindings_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER policies_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.policies
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+-- Turning writes off is on-call's too (toolgate_operator); turning them on is an administrator's.
+CREATE TRIGGER write_switches_administered BEFORE INSERT OR UPDATE ON toolgate.write_switches
+    FOR EACH ROW WHEN (NEW.enabled) EXECUTE FUNCTION toolgate.require_administrator();
+
+-- The extension's owner (or a superuser) names who administers: the members of `role`.
+CREATE FUNCTION toolgate.add_administrator(role regrole) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO toolgate.administrators (role_name, added_by) VALUES (role::text, toolgate.caller())
+    ON CONFLICT ON CONSTRAINT administrators_pkey DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION toolgate.remove_administrator(role text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    DELETE FROM toolgate.administrators a WHERE a.role_name = role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'role % does not administer the gate in this database', role
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON TABLE toolgate.administrators IS
+    'The roles whose members administer the gate in this database (toolgate_admin alone grants nothing here otherwise).';
+REVOKE ALL ON TABLE toolgate.administrators FROM PUBLIC;
+REVOKE ALL ON FUNCTION toolgate.administers(text), toolgate.require_administrator(), toolgate.add_administrator(regrole),
+                      toolgate.remove_administrator(text) FROM PUBLIC;
+GRANT SELECT ON toolgate.administrators TO toolgate_admin, toolgate_auditor;

@@ -363,22 +363,34 @@ BEGIN
 END
 $$;
 
--- Any read tool a DBA defined: identity, schema, the policy row and role, then the reader.
-CREATE FUNCTION toolgate.read(identity text, tool text, args jsonb) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'read_wrapper';
-
--- Any write tool a DBA defined: the whole gate (src/entry.rs).
-CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, args jsonb) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'call_wrapper';
-
--- The tools an identity may call (an agent host's tool list): those whose policy row for the
--- caller's tenant allows them and lists one of the caller's roles, with description, newest
--- schema, base tier and whether writes are on. Not a call: nothing is audited.
-CREATE FUNCTION toolgate.tools(identity text) RETURNS jsonb
-LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS 'MODULE_PATHNAME', 'tools_wrapper';
+-- The entry points written in Rust, created with the library pgrx created its own functions with
+-- (as toolgate.confirm is, sql/api.sql):
+--   read:  any read tool a DBA defined: identity, schema, the policy row and role, then the reader;
+--   call:  any write tool a DBA defined: the whole gate (src/entry.rs);
+--   tools: the tools an identity may call (an agent host's tool list): those whose policy row for
+--          the caller's tenant allows them and lists one of the caller's roles, with description,
+--          newest schema, base tier and whether writes are on. Not a call: nothing is audited.
+DO $create$
+DECLARE
+    library constant text := (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure);
+BEGIN
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.read(identity text, tool text, args jsonb) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'read_wrapper'
+    $sql$, library);
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.call(identity text, conversation_id text, tool text, args jsonb) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'call_wrapper'
+    $sql$, library);
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tools(identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tools_wrapper'
+    $sql$, library);
+END
+$create$;
 COMMENT ON FUNCTION toolgate.tools(text) IS
     'The tools the identity''s tenant and role may call, each with its newest schema: what an agent host lists.';
 
@@ -414,3 +426,98 @@ COMMENT ON FUNCTION toolgate.define_read_tool(text, text, jsonb, regprocedure, t
     'Define or redefine a read tool bound to the DBA''s reader function; versioned in tool_history.';
 COMMENT ON FUNCTION toolgate.current_tenant() IS
     'The verified tenant of the gate call in progress (NULL outside one): for the ERP''s row-level security.';
+
+------------------------------------------------------------------------------------------------
+-- Who administers the gate in this database. toolgate_admin is a role of the whole cluster, and
+-- its members are the same in every database; each database lists the roles whose members
+-- administer the gate in it. A change to the configuration (tenants, keys, issuers and their
+-- mappings, tools, their schemas and bindings, policy rows, turning writes on) by a caller —
+-- the role SET ROLE left, toolgate.caller() — that is not a superuser, not the extension's owner
+-- and not a member of a role listed here is refused. Installed, the list is toolgate_admin
+-- itself: every member of it administers, as before. On a cluster shared by several databases
+-- the owner replaces it with a role of this database's own (add_administrator, then
+-- remove_administrator('toolgate_admin')).
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE toolgate.administrators (
+    role_name name PRIMARY KEY,
+    added_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    added_by  text NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.administrators', '');
+INSERT INTO toolgate.administrators (role_name, added_by) VALUES ('toolgate_admin', 'CREATE EXTENSION');
+
+-- Whether role `who` administers the gate in this database.
+CREATE FUNCTION toolgate.administers(who text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who AND r.rolsuper)
+        OR EXISTS (SELECT 1 FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_roles r ON r.oid = e.extowner
+                    WHERE e.extname = 'pg_toolgate' AND r.rolname = who)
+        OR EXISTS (SELECT 1 FROM toolgate.administrators a JOIN pg_catalog.pg_roles r ON r.rolname = a.role_name
+                    WHERE pg_catalog.pg_has_role(who, r.oid, 'MEMBER'))
+$$;
+
+CREATE FUNCTION toolgate.require_administrator() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
+DECLARE
+    who text := toolgate.caller();
+BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate_admin is a role of the whole cluster; toolgate.administrators lists the roles '
+                         'whose members administer this database (the extension''s owner changes it with '
+                         'toolgate.add_administrator and toolgate.remove_administrator).';
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        RETURN NEW;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tenants_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER keys_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER issuers_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tenant_issuers_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenant_issuers
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tools_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tools
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tool_schemas_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_schemas
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER tool_bindings_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+CREATE TRIGGER policies_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.policies
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+-- Turning writes off is on-call's too (toolgate_operator); turning them on is an administrator's.
+CREATE TRIGGER write_switches_administered BEFORE INSERT OR UPDATE ON toolgate.write_switches
+    FOR EACH ROW WHEN (NEW.enabled) EXECUTE FUNCTION toolgate.require_administrator();
+
+-- The extension's owner (or a superuser) names who administers: the members of `role`.
+CREATE FUNCTION toolgate.add_administrator(role regrole) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO toolgate.administrators (role_name, added_by) VALUES (role::text, toolgate.caller())
+    ON CONFLICT ON CONSTRAINT administrators_pkey DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION toolgate.remove_administrator(role text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    DELETE FROM toolgate.administrators a WHERE a.role_name = role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'role % does not administer the gate in this database', role
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON TABLE toolgate.administrators IS
+    'The roles whose members administer the gate in this database (toolgate_admin alone grants nothing here otherwise).';
