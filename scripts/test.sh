@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test suite, from a fresh clone: set-up (PostgreSQL 15 and 18), then
 #   1. lint (scripts/lint.sh): cargo fmt --check, shellcheck on every script, clippy -D warnings
-#   2. unit tests of the pure crates (tokens, contract, digest, consent, policy, untrusted text; CLI)
+#   2. unit tests of the pure crates (tokens, contract, digest, consent, policy, untrusted text; CLI;
+#      the fake ERP over HTTP on 127.0.0.1)
 # then on PostgreSQL 15, and again on PostgreSQL 18 (TOOLGATE_PG_VERSIONS, default "15 18"):
 #   3. #[pg_test] tests inside a pgrx-managed PostgreSQL
 #   4. pg_regress scenarios (pg_test/), run as toolgate_agent, on a throwaway cluster
@@ -28,8 +29,8 @@ make_work
 step "1/12 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/12 unit tests (toolgate-core, toolgate-cli, toolgate-mcp)"
-cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp
+step "2/12 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-fake-erp)"
+cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-fake-erp
 
 # suites MAJOR: steps 3 to 11 on PostgreSQL MAJOR, each on its own cluster (its port the first
 # free one from TOOLGATE_TEST_PORT), the build installed into that version's install.
