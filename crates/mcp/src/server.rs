@@ -749,6 +749,47 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_state_opens_only_for_its_caller_conversation_and_call() {
+        let codec = RequestStateCodec::try_new(vec![7u8; 32]).unwrap();
+        let identity = Signer::from_seed("idp", [1; 32]).sign(&json!({"iss": "https://idp", "sub": "u-1"}));
+        let caller = |identity: &str, conversation: &str| Caller {
+            identity: identity.to_string(),
+            conversation: Some(conversation.to_string()),
+            listing: Some(Arc::new(Listing { tenant: "t-a".into(), tools: vec![] })),
+            header_message: None,
+        };
+        let args = json!({"order_id": "1", "idempotency_key": "k"});
+        let bound = binding(&caller(&identity, "c-1"), "request_close", &args);
+        let sealed = codec
+            .seal_json_with(&json!({"proposal": "p-1"}), &SealOptions::new().associated_data(bound.as_bytes()))
+            .unwrap();
+        let opens = |b: String| codec.open_json_with::<Value>(&sealed, b.as_bytes()).is_ok();
+        assert!(opens(bound.clone()));
+        let other = Signer::from_seed("idp", [1; 32]).sign(&json!({"iss": "https://idp", "sub": "u-2"}));
+        assert!(!opens(binding(&caller(&other, "c-1"), "request_close", &args)), "another person");
+        assert!(!opens(binding(&caller(&identity, "c-2"), "request_close", &args)), "another conversation");
+        assert!(!opens(binding(&caller(&identity, "c-1"), "request_purchase_part", &args)), "another tool");
+        let more = json!({"order_id": "1", "idempotency_key": "k2"});
+        assert!(!opens(binding(&caller(&identity, "c-1"), "request_close", &more)), "other arguments");
+        let other_key = RequestStateCodec::try_new(vec![8u8; 32]).unwrap();
+        assert!(other_key.open_json_with::<Value>(&sealed, bound.as_bytes()).is_err(), "another server key");
+    }
+
+    #[test]
+    fn answers_decide_by_tier() {
+        let answer = |v: Value| serde_json::from_value::<ElicitResult>(v).unwrap();
+        let yes = answer(json!({"action": "accept", "content": {"confirm": true}}));
+        assert_eq!(decision(&yes, 1), Some((Decision::Approve, "sim".to_string())));
+        assert_eq!(decision(&yes, 3), None, "tier 3 needs the word");
+        let word = answer(json!({"action": "accept", "content": {"word": "CONFIRMAR-AB12"}}));
+        assert_eq!(decision(&word, 3), Some((Decision::Approve, "CONFIRMAR-AB12".to_string())));
+        let no = answer(json!({"action": "accept", "content": {"confirm": false}}));
+        assert_eq!(decision(&no, 2).map(|d| d.0), Some(Decision::Decline));
+        assert_eq!(decision(&answer(json!({"action": "decline"})), 1).map(|d| d.0), Some(Decision::Decline));
+        assert_eq!(decision(&answer(json!({"action": "accept", "content": {"x": 1}})), 1), None);
+    }
+
+    #[test]
     fn answer_forms_are_valid() {
         let s = serde_json::to_value(answer_schema(1)).unwrap();
         assert_eq!(s["properties"]["confirm"]["type"], "boolean");
