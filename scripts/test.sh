@@ -10,8 +10,9 @@
 #   6. client integration tests (tests/) over real connections
 #   7. the MCP evals (scripts/mcp-evals.sh): `toolgate mcp` over stdio and HTTP, driven by the Python MCP
 #      SDK as the model and the person, every case three times
-#   8. the README's worked example in psql, extracted from the Markdown and run as written, twice
-#      (scripts/walkthroughs.sh; PostgreSQL 16 and newer, whose psql has \bind)
+#   8. the walkthroughs, extracted from the Markdown and run as written, twice: the README's worked
+#      example in psql, then docs/identity.md's Keycloak and Auth0 walkthrough with both providers
+#      played locally (scripts/walkthroughs.sh; PostgreSQL 16 and newer, whose psql has \bind)
 #   9. the short load with invariants: 32 connections, 2000 calls
 #  10. the benchmark's smoke run, so the benchmark cannot rot
 #  11. the upgrade test (scripts/upgrade-test.sh): 0.1.0 built, filled, updated to this tree's
@@ -68,7 +69,7 @@ suites() {
     scripts/mcp-evals.sh
 
     if [ "$v" -ge 16 ]; then
-        step "8/12 [PostgreSQL $v] the README's worked example, as written, twice (scripts/walkthroughs.sh)"
+        step "8/12 [PostgreSQL $v] the walkthroughs (README, docs/identity.md), as written, twice (scripts/walkthroughs.sh)"
         scripts/walkthroughs.sh
     fi
 
