@@ -273,7 +273,7 @@ CREATE TABLE toolgate.audit (
     tool            text NOT NULL,
     target          text,
     proposal_id     uuid,
-    outcome         text NOT NULL CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PARTIAL')),
+    outcome         text NOT NULL CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING', 'UNCERTAIN', 'PARTIAL')),
     rule            text,
     replayed        boolean NOT NULL DEFAULT false,
     -- Effects the ERP recorded in this call's transaction.

@@ -38,12 +38,16 @@ GRANT EXECUTE ON FUNCTION
     toolgate.explain_call(text, text, text, jsonb),
     toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text, text[], text),
     toolgate.define_read_tool(text, text, jsonb, regprocedure, text[]),
+    toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text, regprocedure, regprocedure,
+                                text, text[], text),
+    toolgate.add_erp_endpoint(text, text, text, integer, integer),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches,
-                toolgate.tool_bindings, toolgate.tool_history, toolgate.administrators
+                toolgate.tool_bindings, toolgate.tool_history, toolgate.administrators,
+                toolgate.erp_endpoints, toolgate.outbox
 TO toolgate_admin;
 -- toolgate.add_administrator and remove_administrator stay the owner's.
 GRANT SELECT ON toolgate.administrators TO toolgate_auditor;

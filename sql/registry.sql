@@ -254,6 +254,10 @@ BEGIN
     IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.kind <> 'write') THEN
         RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool AND b.request IS NOT NULL) THEN
+        RAISE EXCEPTION 'tool % is an outbox tool: redefine it with define_outbox_tool', tool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF sensitive AND value IS NULL THEN
         RAISE EXCEPTION 'a sensitive tool needs a value function (the money at stake)'
             USING ERRCODE = 'invalid_parameter_value';

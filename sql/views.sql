@@ -9,14 +9,15 @@ SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target
 
 -- The ERP changes the gate made, per tenant: the ERP's rows are the DBA's, so the gate's record
 -- of each change is the audit row of the call or confirmation that made it (the first, never a
--- replay), with its target and the value the value function gave.
+-- replay), with its target and the value the value function gave. An outbox tool's PENDING is
+-- not one: the ERP has done nothing yet when the intent is queued.
 CREATE VIEW toolgate.effects AS
 SELECT a.tenant_id, a.tool, a.target, a.actor, a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
   FROM toolgate.audit a
  WHERE a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm');
 
--- Seed 000's counters per tenant, plus the effects the gate made. Calls whose identity
--- failed have no verified tenant and are counted under tenant_id NULL.
+-- Seed 000's counters per tenant, plus the effects the gate made and the outbox's intents not
+-- yet delivered (pending). Calls whose identity failed have no verified tenant and are counted under tenant_id NULL.
 CREATE VIEW toolgate.panel AS
 WITH calls AS (
     SELECT a.tenant_id,
@@ -32,16 +33,20 @@ WITH calls AS (
      GROUP BY a.tenant_id
 ), made AS (
     SELECT e.tenant_id, count(*) AS effects FROM toolgate.effects e GROUP BY e.tenant_id
+), queued AS (
+    SELECT o.tenant_id, count(*) AS pending FROM toolgate.outbox o WHERE o.state = 'PENDING' GROUP BY o.tenant_id
 )
-SELECT coalesce(c.tenant_id, m.tenant_id) AS tenant_id,
+SELECT coalesce(c.tenant_id, m.tenant_id, q.tenant_id) AS tenant_id,
        coalesce(c.schema_valid, 0) AS schema_valid,
        coalesce(c.schema_rejected, 0) AS schema_rejected,
        coalesce(c.blocked_actions, 0) AS blocked_actions,
        coalesce(c.duplicates_suppressed, 0) AS duplicates_suppressed,
        coalesce(c.confirmation_denied, 0) AS confirmation_denied,
        coalesce(c.partial_results, 0) AS partial_results,
-       coalesce(m.effects, 0) AS effects
-  FROM calls c FULL JOIN made m ON m.tenant_id = c.tenant_id;
+       coalesce(m.effects, 0) AS effects,
+       coalesce(q.pending, 0) AS pending
+  FROM calls c FULL JOIN made m ON m.tenant_id = c.tenant_id
+  FULL JOIN queued q ON q.tenant_id = coalesce(c.tenant_id, m.tenant_id);
 
 -- Seed 001's three alerts.
 CREATE VIEW toolgate.alert_denials_per_hour AS

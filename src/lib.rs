@@ -75,7 +75,8 @@ extension_sql_file!(
     name = "registry",
     requires = ["api", check_consent_template, check_tool_name, current_tenant, current_actor, current_conversation]
 );
-extension_sql_file!("../sql/views.sql", name = "views", requires = ["registry"]);
+extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"]);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["outbox"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 

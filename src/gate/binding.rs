@@ -30,6 +30,9 @@ pub struct Binding {
     target: pg_sys::Oid,
     value: Option<pg_sys::Oid>,
     effect: pg_sys::Oid,
+    /// An outbox tool's request function and endpoint (`define_outbox_tool`); `None` for a tool
+    /// whose effect function makes the change in the database.
+    pub outbox: Option<Outbox>,
     consent: Option<String>,
     /// The states the target may be in when the policy row names none.
     pub target_states: Option<Vec<String>>,
@@ -39,6 +42,14 @@ pub struct Binding {
     /// names, consent template, target states, amounts) and each bound function as it is now
     /// (owner, settings, body). A proposal keeps it; a confirmation finding another is refused.
     pub definition: String,
+}
+
+/// Where an outbox tool's effect goes: the DBA's function that builds the HTTP request, and the
+/// named ERP endpoint the dispatcher sends it to.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    request: pg_sys::Oid,
+    pub endpoint: String,
 }
 
 /// The amounts a tool's value function may answer with; any other is `value_over_limit`.
@@ -93,8 +104,11 @@ pub fn of(tool: &str) -> Option<Binding> {
              pg_catalog.md5(pg_catalog.concat_ws(E'\\x1f', b.version, b.target, b.value, b.effect, \
                (SELECT pg_catalog.string_agg(pg_catalog.concat_ws(E'\\x1e', f.name, p.oid, p.proowner, p.prosecdef, \
                  p.proconfig::text, p.prosrc, p.probin), E'\\x1d' ORDER BY f.name) \
-                FROM (VALUES ('target', b.target), ('value', b.value), ('effect', b.effect)) f(name, fn) \
-                JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)))) \
+                FROM (VALUES ('target', b.target), ('value', b.value), ('effect', b.effect), ('request', b.request), \
+                             ('finish', b.finish)) f(name, fn) \
+                JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)), b.request, b.finish, b.endpoint)), \
+             CASE WHEN b.request IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.request)::oid, 0) END, \
+             b.endpoint \
              FROM toolgate.tool_bindings b WHERE b.tool = $1 AND b.kind = 'write'",
             &[tool.into()],
             |r| {
@@ -103,6 +117,10 @@ pub fn of(tool: &str) -> Option<Binding> {
                     target: spi::col(r, 1)?,
                     value: r.get(2)?,
                     effect: spi::col(r, 3)?,
+                    outbox: match (r.get::<pg_sys::Oid>(8)?, r.get::<String>(9)?) {
+                        (Some(request), Some(endpoint)) => Some(Outbox { request, endpoint }),
+                        _ => None,
+                    },
                     consent: r.get(4)?,
                     target_states: r.get(5)?,
                     amounts: Amounts::of(r.get(6)?),
@@ -158,7 +176,8 @@ fn check_tool(tool: &str) -> Step<()> {
 fn fault_of(tool: &str) -> Option<String> {
     spi::latest(
         "SELECT coalesce(toolgate.binding_fault(target, 'target'), toolgate.binding_fault(effect, 'effect'), \
-         toolgate.binding_fault(value, 'value'), toolgate.binding_fault(reader, 'reader')) \
+         toolgate.binding_fault(value, 'value'), toolgate.binding_fault(reader, 'reader'), \
+         toolgate.binding_fault(request, 'request'), toolgate.binding_fault(finish, 'finish')) \
          FROM toolgate.tool_bindings WHERE tool = $1",
         &[tool.into()],
         |r| r.get::<String>(1),
@@ -225,7 +244,7 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
         Failure::Raised(sqlstate) => {
             let function = running.unwrap_or("binding");
             let (rule, step) = match function {
-                "effect" => (Rule::EffectFailed, "effect"),
+                "effect" | "request" => (Rule::EffectFailed, "effect"),
                 "value" => (Rule::ToolMisconfigured, "domain"),
                 _ => (Rule::ToolMisconfigured, "authorization"),
             };
@@ -500,6 +519,41 @@ pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued
         .map(str::to_string)
         .unwrap_or_else(|| format!("{} applied to {}.", b.tool, proposal::quoted(&target.id)));
     Ok((result, summary))
+}
+
+/// The HTTP methods a request function may ask for.
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Step 8 of an outbox tool: the HTTP request its request function builds from the call, as the
+/// effect function would be called (the target, the value, the proposal at a confirmation).
+/// It must be `{"method": …, "path": "/…", "body": …}` (`body` optional, nothing else: the
+/// dispatcher adds the base URL, the credentials and the idempotency key); an exception, NULL or
+/// another shape is `effect_failed`, and nothing of the call is written.
+pub fn request(b: &Binding, outbox: &Outbox, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<Value> {
+    let ctx = ctx(b, args, &[("target", Some(&target.found)), ("value", valued.map(|v| &v.said))]);
+    invoke(outbox.request, "request", ctx, args, |out| {
+        let bad = |reason: &str| Deny::because(Rule::EffectFailed, json!({"function": "request", "reason": reason}));
+        let Some(Value::Object(request)) = out else {
+            return Err(bad("must return an object {method, path, body}"));
+        };
+        if request.keys().any(|k| !matches!(k.as_str(), "method" | "path" | "body")) {
+            return Err(bad("must return only method, path and body"));
+        }
+        let method = request.get("method").and_then(Value::as_str);
+        if !method.is_some_and(|m| METHODS.contains(&m)) {
+            return Err(bad("method must be one of GET, POST, PUT, PATCH, DELETE"));
+        }
+        let path = request.get("path").and_then(Value::as_str).unwrap_or_default();
+        let relative = path.starts_with('/') && !path.starts_with("//") && path.len() <= 2048;
+        if !relative || path.chars().any(|c| c.is_whitespace() || c.is_control() || c == '#') {
+            return Err(bad("path must be a path on the endpoint, starting with one /"));
+        }
+        let mut request = Value::Object(request);
+        if request.get("body").is_none() {
+            request["body"] = Value::Null;
+        }
+        Ok(request)
+    })
 }
 
 /// A field of a bound function's answer as a consent text shows it (before quoting).

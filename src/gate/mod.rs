@@ -197,8 +197,8 @@ fn decide(
     if applied.is_err() && used.is_some() {
         quota::refund(&who.tenant, conversation, tool);
     }
-    let (result, summary) = audit.step("effect", applied)?;
-    Ok(Decided::settling(Reply::succeeded(result, summary), &key.tenant, tool, &key.key))
+    let reply = audit.step("effect", applied)?;
+    Ok(Decided::settling(reply, &key.tenant, tool, &key.key))
 }
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
@@ -274,9 +274,9 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
     };
     audit.step("confirmation", consented)?;
 
-    let (result, summary) = audit.step("effect", effect::apply(&intent))?;
+    let reply = audit.step("effect", effect::apply(&intent))?;
     confirmation::decide(&p, "applied");
-    Ok(Decided::settling(Reply::succeeded(result, summary), &who.tenant, &p.tool, &p.key))
+    Ok(Decided::settling(reply, &who.tenant, &p.tool, &p.key))
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

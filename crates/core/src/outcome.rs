@@ -15,6 +15,13 @@ pub enum Outcome {
     Rejected,
     Blocked,
     Cancelled,
+    /// Accepted, not yet done: an outbox tool's intent, committed with the ledger and the audit
+    /// row, waits for the dispatcher to deliver it to the ERP. A retry with the same key tells
+    /// its state.
+    Pending,
+    /// Sent to the ERP, which did not say whether it applied it (a timeout, a dropped
+    /// connection): reconciled by asking the ERP, never by sending again with a new key.
+    Uncertain,
     Partial,
 }
 
@@ -26,6 +33,8 @@ impl Outcome {
             Outcome::Rejected => "REJECTED",
             Outcome::Blocked => "BLOCKED",
             Outcome::Cancelled => "CANCELLED",
+            Outcome::Pending => "PENDING",
+            Outcome::Uncertain => "UNCERTAIN",
             Outcome::Partial => "PARTIAL",
         }
     }
@@ -214,6 +223,21 @@ impl Reply {
         }
     }
 
+    /// An outbox tool's intent, accepted and queued for the ERP in the call's transaction, not
+    /// yet done: not an error, and a retry with the same key is the status query.
+    pub fn pending(result: Value, summary: String) -> Reply {
+        Reply {
+            outcome: Outcome::Pending,
+            is_error: false,
+            rule: None,
+            replayed: false,
+            errors: Vec::new(),
+            proposal: None,
+            result: Some(result),
+            content: text(summary),
+        }
+    }
+
     /// The same reply, marked as a replay of an earlier call.
     pub fn replay(mut self) -> Reply {
         self.replayed = true;
@@ -228,6 +252,7 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_proposal_reply_gives_the_model_no_third_party_text() {
@@ -268,10 +293,13 @@ mod tests {
     #[test]
     fn every_outcome_has_its_contract_name() {
         use Outcome::*;
-        for outcome in [Succeeded, NeedsConfirmation, Rejected, Blocked, Cancelled, Partial] {
+        for outcome in [Succeeded, NeedsConfirmation, Rejected, Blocked, Cancelled, Pending, Uncertain, Partial] {
             assert_eq!(serde_json::to_value(outcome).unwrap(), Value::String(outcome.as_str().to_string()));
         }
         assert_eq!(Blocked.as_str(), "BLOCKED");
+        assert_eq!((Pending.as_str(), Uncertain.as_str()), ("PENDING", "UNCERTAIN"));
+        // Accepted, or not known yet: neither is a refusal.
+        assert!(!Pending.is_error() && !Uncertain.is_error());
     }
 
     #[test]
@@ -279,6 +307,15 @@ mod tests {
         assert_eq!(Reply::denied(Rule::HumanDeclined).content[0].text, "The person declined; nothing was changed.");
         let blocked = &Reply::denied(Rule::WriteDisabled).content[0].text;
         assert!(blocked.contains("write_disabled") && !blocked.contains("declined"), "{blocked}");
+    }
+
+    #[test]
+    fn a_pending_reply_is_no_error_and_round_trips() {
+        let r = Reply::pending(json!({"state": "PENDING"}), "queued".into());
+        let v = r.to_json();
+        assert_eq!((v["outcome"].as_str(), v["isError"].as_bool()), (Some("PENDING"), Some(false)));
+        let back: Reply = serde_json::from_value(v).unwrap();
+        assert_eq!(back.replay().outcome, Outcome::Pending);
     }
 
     #[test]
