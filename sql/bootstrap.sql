@@ -16,7 +16,7 @@ DECLARE
     admins text;
     members text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor'] LOOP
+    FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             BEGIN
                 EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
@@ -265,7 +265,7 @@ CREATE TABLE toolgate.quota_usage (
 CREATE TABLE toolgate.audit (
     audit_id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    kind            text NOT NULL CHECK (kind IN ('call', 'confirm', 'read')),
+    kind            text NOT NULL CHECK (kind IN ('call', 'confirm', 'read', 'dispatch')),
     tenant_id       text,
     conversation_id text,
     actor           text,

@@ -6,7 +6,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA toolgate FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA toolgate FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA toolgate FROM PUBLIC;
 
-GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_agent, toolgate_auditor;
+GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_agent, toolgate_auditor, toolgate_dispatcher;
 
 -- The application: the entry points, and nothing else.
 GRANT EXECUTE ON FUNCTION
@@ -66,3 +66,9 @@ GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
+
+-- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
+-- answered, and nothing else; it reads no table.
+GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
+                          toolgate.settle_outbox(text, text, text, text, jsonb, interval)
+TO toolgate_dispatcher;

@@ -61,9 +61,16 @@ CREATE TABLE toolgate.outbox (
                     CHECK (state IN ('PENDING', 'UNCERTAIN', 'SUCCEEDED', 'PARTIAL', 'REJECTED', 'DEAD')),
     attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- The dispatcher's: when the row may be claimed next (a claim leases it ahead), when it was
+    -- last claimed, when it was settled for good, and the ERP's last error word (never a body).
+    next_attempt_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    claimed_at      timestamptz,
+    settled_at      timestamptz,
+    last_error      text,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
+CREATE INDEX outbox_due ON toolgate.outbox (next_attempt_at) WHERE state IN ('PENDING', 'UNCERTAIN');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.outbox', '');
 COMMENT ON TABLE toolgate.outbox IS
     'Intents of outbox tools, written with the ledger and the audit row; delivered to the ERP by the dispatcher.';
@@ -212,3 +219,152 @@ $$;
 COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text,
                                                 regprocedure, regprocedure, text, text[], text) IS
     'Define or redefine a write tool whose effect is delivered to an ERP endpoint through the outbox; answers PENDING.';
+
+------------------------------------------------------------------------------------------------
+-- The dispatcher (issue 24, second slice): `toolgate dispatch`, logged in as a member of
+-- toolgate_dispatcher, claims the intents that are due and settles what the ERP answered. It
+-- reaches the outbox only through these two functions; it reads no other table of the gate.
+------------------------------------------------------------------------------------------------
+
+-- Claim up to `batch` intents whose next attempt is due, oldest first, skipping the rows another
+-- dispatcher holds (FOR UPDATE SKIP LOCKED: several dispatchers side by side). Only while writes
+-- are on for the tool (global switch and the tool's): the kill switch holds the queue. A claimed
+-- intent counts an attempt and is leased: its next attempt is put `lease` ahead, so a dispatcher
+-- that dies before it settles leaves the intent to be claimed again after that, never at once.
+-- `sent_before` says an earlier attempt may have reached the ERP: the dispatcher then asks the
+-- ERP for the key's state before it sends anything again.
+CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
+RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
+               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF batch IS NULL OR batch < 1 OR batch > 1000 THEN
+        RAISE EXCEPTION 'batch is between 1 and 1000, not %', coalesce(batch::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF lease IS NULL OR lease < interval '1 second' THEN
+        RAISE EXCEPTION 'lease is at least a second' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+        SELECT o.tenant_id, o.tool, o.idempotency_key
+          FROM toolgate.outbox o
+         WHERE o.state IN ('PENDING', 'UNCERTAIN') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+           AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
+                            WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
+         ORDER BY o.next_attempt_at, o.created_at
+         LIMIT batch
+           FOR UPDATE OF o SKIP LOCKED
+    ), claimed AS (
+        UPDATE toolgate.outbox o
+           SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
+               next_attempt_at = pg_catalog.clock_timestamp() + lease
+          FROM due
+         WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
+        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts
+    )
+    SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
+           c.request, c.attempts, c.attempts > 1
+      FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
+     ORDER BY c.tenant_id, c.tool, c.idempotency_key;
+END
+$$;
+COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
+    'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
+
+-- Settle what the ERP answered for one intent, in one transaction: the outbox intent's state, the
+-- ledger's reply for its key (so a retry with the same key, the status query, answers it,
+-- replayed), and an audit intent of kind `dispatch` (no argument, no secret: the endpoint, the
+-- attempts, the outbox state). `outcome`:
+--   SUCCEEDED  the ERP did it; `reply` is its answer (the ledger's result carries it);
+--   REJECTED   the ERP refused it (a business 4xx): REJECTED erp_rejected, never retried;
+--   PENDING    nothing reached the ERP (or it says it has no such key): tried again, same key,
+--              after `retry_in`; the ledger keeps PENDING;
+--   UNCERTAIN  sent, and the ERP did not say whether it applied it: the ledger answers
+--              UNCERTAIN, and the next attempt (after `retry_in`) asks the ERP first;
+--   DEAD       given up after the dispatcher's bound of attempts: the ledger answers UNCERTAIN
+--              (nobody knows), the intent stays DEAD for a person to reconcile.
+-- Only a intent in PENDING or UNCERTAIN is settled; anything else (already final) is refused.
+CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, outcome text, reply jsonb,
+                                       retry_in interval DEFAULT '30 seconds')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    answer jsonb := coalesce(reply, 'null'::jsonb);
+    new_state text;
+    word text;
+    said text;
+    result jsonb;
+    stored jsonb;
+    error text;
+BEGIN
+    IF outcome IS NULL OR outcome NOT IN ('SUCCEEDED', 'REJECTED', 'PENDING', 'UNCERTAIN', 'DEAD') THEN
+        RAISE EXCEPTION 'outcome is SUCCEEDED, REJECTED, PENDING, UNCERTAIN or DEAD, not %', coalesce(outcome, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF retry_in IS NULL OR retry_in < interval '0' THEN
+        RAISE EXCEPTION 'retry_in is an interval of zero or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO intent FROM toolgate.outbox o
+     WHERE o.tenant_id = tenant AND o.tool = settle_outbox.tool AND o.idempotency_key = key FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    IF intent.state NOT IN ('PENDING', 'UNCERTAIN') THEN
+        RAISE EXCEPTION 'intent % of tool % is settled already (%)', key, tool, intent.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- What the ERP said, as a short word for the outbox and the audit (never its body there).
+    error := CASE WHEN pg_catalog.jsonb_typeof(answer) = 'object' AND answer ? 'error'
+                  THEN pg_catalog.left(answer->>'error', 200) END;
+    new_state := CASE outcome WHEN 'SUCCEEDED' THEN 'SUCCEEDED' WHEN 'REJECTED' THEN 'REJECTED'
+                          WHEN 'PENDING' THEN 'PENDING' WHEN 'UNCERTAIN' THEN 'UNCERTAIN' ELSE 'DEAD' END;
+    word := CASE outcome WHEN 'DEAD' THEN 'UNCERTAIN' ELSE outcome END;
+    result := pg_catalog.jsonb_build_object('state', word, 'tool', intent.tool, 'target', intent.target,
+                                            'endpoint', intent.endpoint, 'attempts', intent.attempts);
+    said := CASE outcome
+        WHEN 'SUCCEEDED' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s).', intent.tool, intent.target, intent.endpoint)
+        WHEN 'REJECTED' THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
+                                               intent.tool, intent.target, intent.endpoint)
+        WHEN 'PENDING' THEN pg_catalog.format('%s on «%s»: accepted and queued for the ERP (endpoint %s), not yet done. Call again with the same idempotency_key to learn its state; a new key would ask for it a second time.',
+                                              intent.tool, intent.target, intent.endpoint)
+        WHEN 'UNCERTAIN' THEN pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s), which has not said whether it did it; the gate asks it again. Do not ask for it again with a new key.',
+                                                intent.tool, intent.target, intent.endpoint)
+        ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
+                               intent.tool, intent.target, intent.endpoint, intent.attempts) END;
+    IF outcome = 'SUCCEEDED' THEN
+        result := result || pg_catalog.jsonb_build_object('erp', answer);
+    ELSIF outcome = 'REJECTED' THEN
+        result := result || pg_catalog.jsonb_build_object('error', error);
+    END IF;
+    stored := pg_catalog.jsonb_build_object(
+        'outcome', word, 'isError', outcome = 'REJECTED', 'replayed', false, 'result', result,
+        'content', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('type', 'text', 'text', said)));
+    IF outcome = 'REJECTED' THEN
+        stored := stored || '{"rule": "erp_rejected"}'::jsonb;
+    END IF;
+
+    UPDATE toolgate.outbox o
+       SET state = new_state, last_error = error,
+           settled_at = CASE WHEN outcome IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
+           next_attempt_at = CASE WHEN outcome IN ('PENDING', 'UNCERTAIN') THEN pg_catalog.clock_timestamp() + retry_in
+                                  ELSE o.next_attempt_at END
+     WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
+    UPDATE toolgate.ledger l SET reply = stored, settled_at = pg_catalog.now()
+     WHERE l.tenant_id = intent.tenant_id AND l.tool = intent.tool AND l.idempotency_key = intent.idempotency_key
+       AND l.state = 'settled';
+    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, rule, effects, detail,
+                                duration_us)
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, word,
+            CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END, CASE WHEN outcome = 'SUCCEEDED' THEN 1 ELSE 0 END,
+            pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error)),
+            0);
+    RETURN stored;
+END
+$$;
+COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, text, jsonb, interval) IS
+    'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';

@@ -145,9 +145,9 @@ mod tests {
     fn extension_installs_its_roles() {
         let n = Spi::get_one::<i64>(
             "SELECT count(*) FROM pg_roles WHERE rolname IN \
-             ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor')",
+             ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher')",
         );
-        assert_eq!(n, Ok(Some(4)));
+        assert_eq!(n, Ok(Some(5)));
     }
 
     #[pg_test(error = "invalid public key: public key must be base64url (JWK x) or PEM")]

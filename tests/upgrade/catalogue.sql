@@ -75,7 +75,7 @@ types AS (
 roles AS (
     SELECT r.oid, r.rolname, 'role ' || r.rolname AS obj
       FROM pg_roles r
-     WHERE r.rolname IN ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor')
+     WHERE r.rolname IN ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher')
        AND :'schema' = 'toolgate'
 ),
 -- One line per grantee (and grantor): the privileges it holds, with grant option or not. A NULL

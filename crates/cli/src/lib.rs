@@ -5,6 +5,7 @@ pub mod bench;
 pub mod confirm;
 pub mod db;
 pub mod demo;
+pub mod dispatch;
 pub mod fixture;
 pub mod keys;
 pub mod load;

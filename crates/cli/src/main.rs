@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{bench, confirm, demo, fixture, keys, load};
+use toolgate_cli::{bench, confirm, demo, dispatch, fixture, keys, load};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -111,6 +111,45 @@ enum Command {
         /// Serve Streamable HTTP at /mcp on this address (such as 127.0.0.1:8808) instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+    },
+    /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox),
+    /// send each with its idempotency key, settle what the ERP answered (toolgate.settle_outbox).
+    /// Logs in as a member of toolgate_dispatcher.
+    #[command(after_help = "Exit status:\n  \
+        0  every intent claimed was settled (--once: nothing due is left)\n  \
+        2  a usage error, no connection or an SQL error")]
+    Dispatch {
+        /// The dispatcher login's libpq conninfo or URL [default: the environment variable
+        /// TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
+        /// Drain what is due and exit; otherwise poll every --poll seconds until stopped.
+        #[arg(long)]
+        once: bool,
+        #[arg(long, default_value_t = 2.0)]
+        poll: f64,
+        /// Intents claimed at a time.
+        #[arg(long, default_value_t = 32)]
+        batch: i32,
+        /// Intents in flight at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// The file holding the ERP's refresh token (auth_kind bearer or refresh_token); rewritten
+        /// with the new one at every rotation. Only the dispatcher's account should read it.
+        #[arg(long, value_name = "FILE")]
+        refresh_token_file: Option<PathBuf>,
+        /// Seconds one HTTP exchange may take.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        /// Seconds the ERP's async protocol is polled before the intent is left UNCERTAIN.
+        #[arg(long, default_value_t = 10.0)]
+        settle_within: f64,
+        /// Attempts before an intent is dead-lettered (DEAD; the ledger answers UNCERTAIN).
+        #[arg(long, default_value_t = 8)]
+        max_attempts: i32,
+        /// Seconds before an intent left PENDING or UNCERTAIN is tried again.
+        #[arg(long, default_value_t = 30.0)]
+        retry_delay: f64,
     },
     /// Replay seed 000's lab against a server with pg_toolgate installed.
     Demo {
@@ -256,6 +295,42 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let lab = runtime.block_on(fixture::Lab::create(&Server { host, port }, &dbname, &keys))?;
             println!("lab: database {} loaded; keys in {}", lab.dbname, lab.keys_dir.display());
+        }
+        Command::Dispatch {
+            database,
+            once,
+            poll,
+            batch,
+            concurrency,
+            refresh_token_file,
+            timeout,
+            settle_within,
+            max_attempts,
+            retry_delay,
+        } => {
+            let env = std::env::var(confirm::DATABASE_ENV).ok();
+            let secs = |s: f64| std::time::Duration::try_from_secs_f64(s).map_err(|e| format!("a duration: {e}"));
+            let opts = dispatch::Options {
+                database: confirm::database(database, env)?,
+                once,
+                poll: secs(poll)?,
+                batch,
+                concurrency,
+                refresh_token_file,
+                timeout: secs(timeout)?,
+                settle_within: secs(settle_within)?,
+                max_attempts,
+                retry_delay: secs(retry_delay)?,
+                ..dispatch::Options::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let report = runtime.block_on(dispatch::run(&opts))?;
+            let mut settled: Vec<_> = report.settled.iter().collect();
+            settled.sort();
+            println!(
+                "{}",
+                serde_json::json!({"claimed": report.claimed, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
+            );
         }
         Command::Mcp { http } => toolgate_mcp::run(http.as_deref())?,
         Command::Demo { host, port, dbname, keys, server_log } => {

@@ -66,10 +66,12 @@ pub enum Rule {
     HumanDeclined,
     ToolMisconfigured,
     EffectFailed,
+    /// An outbox tool's ERP refused the request (a business 4xx): final, never retried.
+    ErpRejected,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 17] = [
+    pub const ALL: [Rule; 18] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
         Rule::WriteDisabled,
@@ -87,6 +89,7 @@ impl Rule {
         Rule::HumanDeclined,
         Rule::ToolMisconfigured,
         Rule::EffectFailed,
+        Rule::ErpRejected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -108,14 +111,15 @@ impl Rule {
             Rule::HumanDeclined => "human_declined",
             Rule::ToolMisconfigured => "tool_misconfigured",
             Rule::EffectFailed => "effect_failed",
+            Rule::ErpRejected => "erp_rejected",
         }
     }
 
-    /// The contract's misuses are REJECTED, a person's "no" is CANCELLED, everything the
+    /// The contract's misuses and the ERP's business refusals are REJECTED, a person's "no" is CANCELLED, everything the
     /// identity, policy, state or confirmation refuses is BLOCKED.
     pub fn outcome(self) -> Outcome {
         match self {
-            Rule::SchemaInvalid | Rule::IdempotencyKeyReused => Outcome::Rejected,
+            Rule::SchemaInvalid | Rule::IdempotencyKeyReused | Rule::ErpRejected => Outcome::Rejected,
             Rule::HumanDeclined => Outcome::Cancelled,
             _ => Outcome::Blocked,
         }

@@ -1,0 +1,588 @@
+//! `toolgate dispatch`: delivers the intents of outbox tools to their ERPs (issue 24).
+//!
+//! Logged in as a member of `toolgate_dispatcher`, it claims the intents that are due with
+//! `toolgate.claim_outbox` (`FOR UPDATE SKIP LOCKED`: several dispatchers side by side; nothing
+//! while writes are off for the tool), sends each with the idempotency key
+//! `TENANT:TOOL:KEY` (the agent's key percent-encoded; the same for every attempt of an intent),
+//! and settles what the ERP answered with `toolgate.settle_outbox`, which writes the outbox row,
+//! the ledger's reply for the key and an audit row of kind `dispatch` in one transaction.
+//!
+//! What each answer becomes:
+//! - `2xx` with `{"status": "PENDING", "protocol": P}` (the async protocol): `GET /protocols/P` is
+//!   polled until `DONE` (SUCCEEDED) or `REJECTED` (REJECTED `erp_rejected`), for a bounded time;
+//!   still pending then: UNCERTAIN, and the next attempt asks the ERP by key first;
+//! - any other `2xx`: SUCCEEDED, with the ERP's answer;
+//! - `401`: the access token is refreshed (one refresh for any number of requests that met the
+//!   same stale token in this process) and the request sent again;
+//! - `429`: it waits `Retry-After` and sends again, a bounded number of times;
+//! - another `4xx`: the ERP's business refusal, REJECTED `erp_rejected`, never retried;
+//! - no connection: nothing was sent, PENDING, tried again later with the same key;
+//! - a timeout, a dropped connection, a `5xx`: the request may have been applied, so it is not sent
+//!   again: the ERP is asked for the key's state (`GET /requests/KEY`): `DONE` is SUCCEEDED,
+//!   `REJECTED` REJECTED, `NOT_FOUND` PENDING (sent again later, the same key), anything else
+//!   UNCERTAIN (asked again later);
+//! - an intent claimed again after an attempt that may have reached the ERP is reconciled the same
+//!   way before anything is sent.
+//!
+//! After `max_attempts` attempts an intent still PENDING or UNCERTAIN is settled DEAD (the ledger
+//! answers UNCERTAIN; a person reconciles it).
+//!
+//! The ERP's conventions this first version knows (those of `toolgate-fake-erp`, seed 004's ERP):
+//! `POST /oauth/token` (`grant_type=refresh_token`, the refresh token rotating on every use), the
+//! state query `GET /requests/{key}` and the protocol `GET /protocols/{protocol}`, all under the
+//! endpoint's base URL; `http` only (`https` is refused, the intent dead-lettered after its
+//! attempts). One refresh token (`--refresh-token-file`, rewritten on every rotation) serves every
+//! endpoint whose `auth_kind` is `bearer` or `refresh_token`; the single refresh for concurrent
+//! `401`s holds within one process, not across dispatchers.
+
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, Semaphore};
+use tokio_postgres::Client;
+use toolgate_fake_erp::client::{self, CallError, Reply};
+
+use crate::{db, Result};
+
+/// How a dispatcher runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The dispatcher login's libpq conninfo or URL.
+    pub database: String,
+    /// Drain what is due, then return; otherwise poll every `poll` until stopped.
+    pub once: bool,
+    pub poll: Duration,
+    /// Intents claimed at a time.
+    pub batch: i32,
+    /// Intents in flight at once within a batch.
+    pub concurrency: usize,
+    /// The refresh token's file, for endpoints that need a token.
+    pub refresh_token_file: Option<PathBuf>,
+    /// One HTTP exchange's timeout.
+    pub timeout: Duration,
+    /// How long the async protocol is polled before the intent is left UNCERTAIN.
+    pub settle_within: Duration,
+    /// Attempts before an intent is dead-lettered.
+    pub max_attempts: i32,
+    /// When an intent left PENDING or UNCERTAIN is tried again.
+    pub retry_delay: Duration,
+    /// How long a claim holds an intent before another dispatcher may take it.
+    pub lease: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            database: String::new(),
+            once: true,
+            poll: Duration::from_secs(2),
+            batch: 32,
+            concurrency: 4,
+            refresh_token_file: None,
+            timeout: Duration::from_secs(10),
+            settle_within: Duration::from_secs(10),
+            max_attempts: 8,
+            retry_delay: Duration::from_secs(30),
+            lease: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What one run did, by the outcome settled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub claimed: usize,
+    pub settled: HashMap<String, usize>,
+}
+
+impl Report {
+    pub fn count(&self, outcome: &str) -> usize {
+        self.settled.get(outcome).copied().unwrap_or(0)
+    }
+}
+
+/// One claimed intent.
+#[derive(Clone, Debug)]
+struct Intent {
+    tenant: String,
+    tool: String,
+    key: String,
+    base_url: String,
+    auth_kind: String,
+    per_second: Option<i32>,
+    per_minute: Option<i32>,
+    request: Value,
+    attempts: i32,
+    sent_before: bool,
+}
+
+impl Intent {
+    /// The idempotency key the ERP sees: the same for every attempt of this intent.
+    fn erp_key(&self) -> String {
+        format!("{}:{}:{}", self.tenant, self.tool, encode(&self.key))
+    }
+}
+
+/// Percent-encode everything but unreserved characters, `:` and `@` (safe in a header value and
+/// in a path segment).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `http://host:port/prefix` → the address and the prefix (no trailing `/`).
+async fn target(base_url: &str) -> std::result::Result<(SocketAddr, String), String> {
+    let rest = base_url.strip_prefix("http://").ok_or("only http:// endpoints are supported")?;
+    let (authority, prefix) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
+            (host.trim_start_matches('[').trim_end_matches(']'), port.parse::<u16>().map_err(|_| "a bad port")?)
+        }
+        _ => (authority, 80),
+    };
+    let addr = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve the endpoint's host: {e}"))?
+        .next()
+        .ok_or("the endpoint's host has no address")?;
+    Ok((addr, prefix.to_string()))
+}
+
+/// What an attempt ended with, as `settle_outbox` takes it.
+struct Settlement {
+    outcome: &'static str,
+    reply: Value,
+}
+
+fn settled(outcome: &'static str, reply: Value) -> Settlement {
+    Settlement { outcome, reply }
+}
+
+/// The access token, and how many times it was refreshed (a request that met a stale token
+/// refreshes only if nobody did since).
+struct Token {
+    access: Option<String>,
+    generation: u64,
+}
+
+/// Requests sent per endpoint, for its windows.
+type Sent = HashMap<String, VecDeque<Instant>>;
+
+struct Dispatcher {
+    db: Client,
+    opts: Options,
+    token: Mutex<Token>,
+    sent: Mutex<Sent>,
+}
+
+/// Run as `opts` says: drain once, or poll until the process is stopped.
+pub async fn run(opts: &Options) -> Result<Report> {
+    let db = db::connect_to(&opts.database).await?;
+    let dispatcher = Arc::new(Dispatcher {
+        db,
+        opts: opts.clone(),
+        token: Mutex::new(Token { access: None, generation: 0 }),
+        sent: Mutex::new(HashMap::new()),
+    });
+    let mut report = Report::default();
+    loop {
+        let n = dispatcher.clone().batch(&mut report).await?;
+        if n == 0 {
+            if opts.once {
+                return Ok(report);
+            }
+            tokio::time::sleep(opts.poll).await;
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Claim one batch and settle every intent of it; the number claimed.
+    async fn batch(self: Arc<Self>, report: &mut Report) -> Result<usize> {
+        let rows = self
+            .db
+            .query(
+                "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
+                 attempts, sent_before FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
+                &[&self.opts.batch, &self.opts.lease.as_secs_f64()],
+            )
+            .await?;
+        let intents: Vec<Intent> = rows
+            .iter()
+            .map(|r| Intent {
+                tenant: r.get(0),
+                tool: r.get(1),
+                key: r.get(2),
+                base_url: r.get(3),
+                auth_kind: r.get(4),
+                per_second: r.get(5),
+                per_minute: r.get(6),
+                request: r.get(7),
+                attempts: r.get(8),
+                sent_before: r.get(9),
+            })
+            .collect();
+        let claimed = intents.len();
+        report.claimed += claimed;
+        let gate = Arc::new(Semaphore::new(self.opts.concurrency.max(1)));
+        let mut tasks = tokio::task::JoinSet::new();
+        for intent in intents {
+            let (me, gate) = (self.clone(), gate.clone());
+            tasks.spawn(async move {
+                let _permit = gate.acquire_owned().await;
+                let settlement = me.deliver(&intent).await;
+                me.settle(&intent, settlement).await
+            });
+        }
+        let mut first_error = None;
+        while let Some(done) = tasks.join_next().await {
+            match done {
+                Ok(Ok(outcome)) => *report.settled.entry(outcome).or_default() += 1,
+                Ok(Err(e)) => first_error = first_error.or(Some(e)),
+                Err(e) => first_error = first_error.or(Some(e.to_string().into())),
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(claimed),
+        }
+    }
+
+    async fn settle(&self, intent: &Intent, s: Settlement) -> Result<String> {
+        let outcome = match s.outcome {
+            "PENDING" | "UNCERTAIN" if intent.attempts >= self.opts.max_attempts => "DEAD",
+            other => other,
+        };
+        self.db
+            .execute(
+                "SELECT toolgate.settle_outbox($1, $2, $3, $4, $5, pg_catalog.make_interval(secs => $6))",
+                &[&intent.tenant, &intent.tool, &intent.key, &outcome, &s.reply, &self.opts.retry_delay.as_secs_f64()],
+            )
+            .await?;
+        Ok(outcome.to_string())
+    }
+
+    /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.
+    async fn deliver(&self, intent: &Intent) -> Settlement {
+        let (addr, prefix) = match target(&intent.base_url).await {
+            Ok(t) => t,
+            Err(e) => return settled("PENDING", json!({"error": "endpoint_unreachable", "detail": e})),
+        };
+        let erp = Erp { d: self, intent, addr, prefix };
+        // NOT_FOUND: never applied, so it is sent (with the same key).
+        if intent.sent_before {
+            if let Some(done) = erp.reconcile().await {
+                return done;
+            }
+        }
+        erp.send().await
+    }
+
+    /// The access token for `intent`'s endpoint (refreshed if there is none yet), and its generation.
+    async fn access(
+        &self,
+        intent: &Intent,
+        addr: SocketAddr,
+        prefix: &str,
+    ) -> std::result::Result<(Option<String>, u64), String> {
+        if intent.auth_kind == "none" {
+            return Ok((None, 0));
+        }
+        let mut token = self.token.lock().await;
+        if token.access.is_none() {
+            self.refresh(&mut token, addr, prefix).await?;
+        }
+        Ok((token.access.clone(), token.generation))
+    }
+
+    /// After a 401 with the token of `generation`: refresh, unless someone did meanwhile.
+    async fn refreshed(&self, generation: u64, addr: SocketAddr, prefix: &str) -> std::result::Result<(), String> {
+        let mut token = self.token.lock().await;
+        if token.generation != generation {
+            return Ok(());
+        }
+        self.refresh(&mut token, addr, prefix).await
+    }
+
+    /// `POST /oauth/token` with the refresh token of the file; the new one is written back before
+    /// the access token is used (the old one no longer works).
+    async fn refresh(&self, token: &mut Token, addr: SocketAddr, prefix: &str) -> std::result::Result<(), String> {
+        let file = self.opts.refresh_token_file.as_deref().ok_or("the endpoint needs a token: --refresh-token-file")?;
+        let current =
+            std::fs::read_to_string(file).map_err(|e| format!("the refresh token file is unreadable: {e}"))?;
+        let form = format!("grant_type=refresh_token&refresh_token={}", encode(current.trim()));
+        let reply = client::call(
+            addr,
+            "POST",
+            &format!("{prefix}/oauth/token"),
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            Some(form.as_bytes()),
+            self.opts.timeout,
+        )
+        .await
+        .map_err(|e| format!("token endpoint: {e}"))?;
+        let body = reply.json();
+        let (Some(access), Some(next)) = (body["access_token"].as_str(), body["refresh_token"].as_str()) else {
+            return Err(format!("token endpoint answered {} {}", reply.status, body["error"].as_str().unwrap_or("")));
+        };
+        write_secret(file, next).map_err(|e| format!("cannot write the refresh token file: {e}"))?;
+        token.access = Some(access.to_string());
+        token.generation += 1;
+        Ok(())
+    }
+
+    /// Wait until both of the endpoint's windows have room, then count this request.
+    async fn pace(&self, intent: &Intent) {
+        let (per_second, per_minute) =
+            (intent.per_second.unwrap_or(0) as usize, intent.per_minute.unwrap_or(0) as usize);
+        if per_second == 0 && per_minute == 0 {
+            return;
+        }
+        loop {
+            let wait = {
+                let mut sent = self.sent.lock().await;
+                let times = sent.entry(intent.base_url.clone()).or_default();
+                let now = Instant::now();
+                while times.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60)) {
+                    times.pop_front();
+                }
+                let mut wait = Duration::ZERO;
+                let n = times.len();
+                let last_second =
+                    times.iter().rev().take_while(|t| now.duration_since(**t) < Duration::from_secs(1)).count();
+                if per_second > 0 && last_second >= per_second {
+                    wait = wait.max((times[n - per_second] + Duration::from_secs(1)).saturating_duration_since(now));
+                }
+                if per_minute > 0 && n >= per_minute {
+                    wait = wait.max((times[n - per_minute] + Duration::from_secs(60)).saturating_duration_since(now));
+                }
+                if wait.is_zero() {
+                    times.push_back(now);
+                    return;
+                }
+                wait
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Write `secret` to `file` (0600), by a rename so a reader never sees half of it.
+fn write_secret(file: &Path, secret: &str) -> std::io::Result<()> {
+    let tmp = file.with_extension("tmp");
+    {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
+        std::io::Write::write_all(&mut f, format!("{secret}\n").as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(tmp, file)
+}
+
+/// One intent's exchanges with its ERP.
+struct Erp<'a> {
+    d: &'a Dispatcher,
+    intent: &'a Intent,
+    addr: SocketAddr,
+    prefix: String,
+}
+
+/// 429s waited out per exchange before the intent is left for later.
+const RATE_LIMITED_TRIES: u32 = 5;
+
+impl Erp<'_> {
+    /// One request with the token, the windows, a 401 refreshed once and 429s waited out.
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> std::result::Result<Reply, CallError> {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let mut refreshed = false;
+        let mut limited = 0;
+        loop {
+            let (token, generation) = match self.d.access(self.intent, self.addr, &self.prefix).await {
+                Ok(t) => t,
+                Err(e) => return Err(CallError::Broken(format!("no access token: {e}"))),
+            };
+            let bearer = token.map(|t| format!("Bearer {t}"));
+            let mut headers: Vec<(&str, &str)> = Vec::new();
+            if let Some(bearer) = &bearer {
+                headers.push(("Authorization", bearer));
+            }
+            if let Some(key) = key {
+                headers.push(("Idempotency-Key", key));
+            }
+            if bytes.is_some() {
+                headers.push(("Content-Type", "application/json"));
+            }
+            self.d.pace(self.intent).await;
+            let reply = client::call(
+                self.addr,
+                method,
+                &format!("{}{path}", self.prefix),
+                &headers,
+                bytes.as_deref(),
+                self.d.opts.timeout,
+            )
+            .await?;
+            match reply.status {
+                401 if !refreshed && self.intent.auth_kind != "none" => {
+                    refreshed = true;
+                    if let Err(e) = self.d.refreshed(generation, self.addr, &self.prefix).await {
+                        return Err(CallError::Broken(format!("no access token: {e}")));
+                    }
+                }
+                429 if limited < RATE_LIMITED_TRIES => {
+                    limited += 1;
+                    let secs = reply.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(1);
+                    tokio::time::sleep(Duration::from_secs(secs.clamp(1, 120))).await;
+                }
+                _ => return Ok(reply),
+            }
+        }
+    }
+
+    /// Send the request; what became of it.
+    async fn send(&self) -> Settlement {
+        let request = &self.intent.request;
+        let method = request["method"].as_str().unwrap_or("POST");
+        let path = request["path"].as_str().unwrap_or("/");
+        let body = request.get("body").filter(|b| !b.is_null());
+        let key = self.intent.erp_key();
+        match self.exchange(method, path, body, Some(&key)).await {
+            // Refused at the door: nothing reached the ERP.
+            Err(CallError::Connect(e)) => {
+                settled("PENDING", json!({"error": "no_connection", "detail": e.to_string()}))
+            }
+            Err(CallError::Broken(e)) if e.starts_with("no access token") => {
+                settled("PENDING", json!({"error": "unauthorized", "detail": e}))
+            }
+            // Sent, and no answer: it may have been applied. Ask, never send again.
+            Err(_) => self.reconcile().await.unwrap_or_else(|| settled("PENDING", json!({"error": "not_applied"}))),
+            Ok(reply) => self.answered(reply).await,
+        }
+    }
+
+    async fn answered(&self, reply: Reply) -> Settlement {
+        let body = reply.json();
+        match reply.status {
+            200..=299 => match (body["status"].as_str(), body["protocol"].as_str()) {
+                (Some("PENDING"), Some(protocol)) => self.follow(protocol).await,
+                (Some("REJECTED"), _) => settled("REJECTED", body),
+                _ => settled("SUCCEEDED", body),
+            },
+            401 | 429 => {
+                settled("PENDING", json!({"error": if reply.status == 401 { "unauthorized" } else { "rate_limited" }}))
+            }
+            408 | 500..=599 => {
+                self.reconcile().await.unwrap_or_else(|| settled("PENDING", json!({"error": "not_applied"})))
+            }
+            _ => {
+                let error =
+                    body["error"].as_str().map(str::to_string).unwrap_or_else(|| format!("http_{}", reply.status));
+                settled("REJECTED", json!({"error": error, "status": reply.status}))
+            }
+        }
+    }
+
+    /// Poll the async protocol until it is final, for a bounded time.
+    async fn follow(&self, protocol: &str) -> Settlement {
+        let deadline = Instant::now() + self.d.opts.settle_within;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(1));
+            if let Ok(reply) = self.exchange("GET", &format!("/protocols/{}", encode(protocol)), None, None).await {
+                if let Some(done) = final_state(&reply) {
+                    return done;
+                }
+            }
+            if Instant::now() >= deadline {
+                return settled("UNCERTAIN", json!({"error": "still_pending", "protocol": protocol}));
+            }
+        }
+    }
+
+    /// Ask the ERP for the key's state: `None` if it never got it (NOT_FOUND); a pending one is
+    /// followed to its end, for a bounded time.
+    async fn reconcile(&self) -> Option<Settlement> {
+        let path = format!("/requests/{}", encode(&self.intent.erp_key()));
+        let reply = match self.exchange("GET", &path, None, None).await {
+            Ok(reply) if reply.status == 200 => reply,
+            _ => return Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
+        };
+        let body = reply.json();
+        match body["status"].as_str() {
+            Some("NOT_FOUND") => None,
+            Some("PENDING") => match body["protocol"].as_str() {
+                Some(protocol) => Some(self.follow(protocol).await),
+                None => Some(settled("UNCERTAIN", json!({"error": "still_pending"}))),
+            },
+            _ => Some(final_state(&reply).unwrap_or_else(|| settled("UNCERTAIN", json!({"error": "state_unknown"})))),
+        }
+    }
+}
+
+/// A protocol's or a key's state, if final.
+fn final_state(reply: &Reply) -> Option<Settlement> {
+    if reply.status != 200 {
+        return None;
+    }
+    let body = reply.json();
+    match body["status"].as_str() {
+        Some("DONE") => Some(settled("SUCCEEDED", body)),
+        Some("REJECTED") => Some(settled("REJECTED", json!({"error": body["error"].clone(), "status": "REJECTED"}))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_encoded_for_headers_and_paths() {
+        assert_eq!(encode("remote-key_1.~"), "remote-key_1.~");
+        assert_eq!(encode("a b\r\nc/%"), "a%20b%0D%0Ac%2F%25");
+        let intent = Intent {
+            tenant: "t1".into(),
+            tool: "order_part".into(),
+            key: "k 1".into(),
+            base_url: String::new(),
+            auth_kind: "none".into(),
+            per_second: None,
+            per_minute: None,
+            request: Value::Null,
+            attempts: 1,
+            sent_before: false,
+        };
+        assert_eq!(intent.erp_key(), "t1:order_part:k%201");
+    }
+
+    #[tokio::test]
+    async fn base_urls_name_an_address_and_a_prefix() {
+        let (addr, prefix) = target("http://127.0.0.1:8099/api/").await.unwrap();
+        assert_eq!((addr.to_string(), prefix.as_str()), ("127.0.0.1:8099".to_string(), "/api"));
+        assert_eq!(target("http://127.0.0.1:8099").await.unwrap().1, "");
+        assert!(target("https://erp.example/").await.is_err());
+    }
+}

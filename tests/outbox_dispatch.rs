@@ -1,0 +1,307 @@
+//! The dispatcher (issue 24, second slice) against the fake ERP, in process on 127.0.0.1: an
+//! outbox tool's call answers PENDING; `toolgate dispatch --once` (dispatch::run) sends the intent
+//! with its idempotency key and settles what the ERP answered in the ledger (the status query
+//! replays it), the outbox and the audit (kind `dispatch`). Each test compares what the ERP did
+//! (its own count, by key) with what the gate reports.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_postgres::Client;
+use toolgate_cli::dispatch::{self, Options, Report};
+use toolgate_cli::fixture::{Lab, APP};
+use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
+
+const TOOL: &str = "erp_order";
+const DISPATCHER: &str = "toolgate_it_dispatcher";
+
+/// A lab with an outbox tool `erp_order` bound to a fake ERP (refresh tokens, async protocol),
+/// orders o1..o40 of shopping-a, and a dispatcher login.
+struct Setup {
+    lab: Lab,
+    erp: FakeErp,
+    root: Client,
+    app: Client,
+    token_file: PathBuf,
+}
+
+async fn setup(name: &str) -> Setup {
+    let lab = lab(name).await;
+    let settings = Settings {
+        per_second: 0,
+        per_minute: 0,
+        async_delay: Duration::from_millis(50),
+        require_idempotency_key: true,
+        ..Settings::default()
+    };
+    let erp = toolgate_fake_erp::start("127.0.0.1:0".parse().unwrap(), Config { settings, refresh_token: None })
+        .await
+        .unwrap();
+    let token_file = lab.keys_dir.join("erp-refresh-token");
+    std::fs::create_dir_all(&lab.keys_dir).unwrap();
+    std::fs::write(&token_file, erp.refresh_token()).unwrap();
+    let root = lab.connect("postgres").await.unwrap();
+    root.batch_execute(&format!(
+        "DO $$ BEGIN CREATE ROLE {DISPATCHER} LOGIN IN ROLE toolgate_dispatcher; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE it_remote_owner NOLOGIN; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+         CREATE SCHEMA remote AUTHORIZATION it_remote_owner;
+         SET ROLE it_remote_owner;
+         CREATE TABLE remote.orders (tenant_id text, id text, PRIMARY KEY (tenant_id, id));
+         INSERT INTO remote.orders SELECT 'shopping-a', 'o' || i FROM generate_series(1, 40) i;
+         CREATE FUNCTION remote.target(ctx jsonb, args jsonb) RETURNS jsonb
+         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+             SELECT jsonb_build_object('id', o.id, 'tenant', o.tenant_id) FROM remote.orders o
+              WHERE o.tenant_id = ctx->>'tenant' AND o.id = args->>'order_id' FOR UPDATE
+         $f$;
+         CREATE FUNCTION remote.request(ctx jsonb, args jsonb) RETURNS jsonb
+         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+             SELECT jsonb_build_object('method', 'POST', 'path', '/purchases',
+                                       'body', jsonb_build_object('tenant', ctx->>'tenant',
+                                                                  'order_id', ctx->'target'->>'id',
+                                                                  'part', args->>'part',
+                                                                  'quantity', (args->>'quantity')::int,
+                                                                  'value', '12.50'))
+         $f$;
+         REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA remote FROM PUBLIC;
+         RESET ROLE;
+         SET ROLE toolgate_admin;
+         SELECT toolgate.add_erp_endpoint('fake_erp', '{base}', 'refresh_token');
+         RESET ROLE;
+         SET client_min_messages = warning;
+         SELECT toolgate.define_outbox_tool('{TOOL}', 'Order a part from the ERP.',
+             '{{\"type\": \"object\", \"additionalProperties\": false,
+               \"required\": [\"order_id\", \"part\", \"quantity\", \"idempotency_key\"],
+               \"properties\": {{\"order_id\": {{\"type\": \"string\"}}, \"part\": {{\"type\": \"string\"}},
+                                \"quantity\": {{\"type\": \"integer\", \"minimum\": 1}},
+                                \"idempotency_key\": {{\"type\": \"string\", \"minLength\": 8}}}}}}',
+             false, 'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp');
+         SELECT toolgate.set_policy('shopping-a', '{TOOL}', allowed => true, roles => ARRAY['supervisor'], tier => 0);",
+        base = erp.base_url()
+    ))
+    .await
+    .unwrap();
+    let app = lab.connect(APP).await.unwrap();
+    Setup { lab, erp, root, app, token_file }
+}
+
+impl Setup {
+    fn options(&self) -> Options {
+        Options {
+            database: format!(
+                "host={} port={} user={DISPATCHER} dbname={}",
+                self.lab.server.host, self.lab.server.port, self.lab.dbname
+            ),
+            once: true,
+            refresh_token_file: Some(self.token_file.clone()),
+            timeout: Duration::from_secs(2),
+            settle_within: Duration::from_secs(5),
+            ..Options::default()
+        }
+    }
+
+    async fn dispatch(&self) -> Report {
+        dispatch::run(&self.options()).await.expect("the dispatcher runs")
+    }
+
+    /// `toolgate.call` of the outbox tool for order `order` with `key`.
+    async fn call(&self, order: &str, key: &str) -> Value {
+        let args = json!({"order_id": order, "part": "filter", "quantity": 2, "idempotency_key": key});
+        toolgate_cli::db::json(
+            &self.app,
+            "SELECT toolgate.call($1, 'conv-erp', $2, $3)",
+            &[&self.lab.supervisor_a(), &TOOL, &args],
+        )
+        .await
+        .unwrap()
+    }
+
+    /// The ERP's record for the gate's key `key`: (status, effects); ("-", 0) if it has none.
+    fn erp_key(&self, key: &str) -> (String, i64) {
+        let by_key = &self.erp.effects()["by_key"][format!("shopping-a:{TOOL}:{key}")];
+        (by_key["status"].as_str().unwrap_or("-").to_string(), by_key["effects"].as_i64().unwrap_or(0))
+    }
+
+    fn erp(&self, what: &str) -> i64 {
+        self.erp.effects()[what].as_i64().unwrap()
+    }
+
+    async fn outbox(&self, key: &str) -> (String, i32) {
+        let row = self
+            .root
+            .query_one("SELECT state, attempts FROM toolgate.outbox WHERE idempotency_key = $1", &[&key])
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    }
+
+    async fn dispatch_audit(&self, key_outcome: &str) -> i64 {
+        self.root
+            .query_one(
+                "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND tool = $1 AND outcome = $2",
+                &[&TOOL, &key_outcome],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+}
+
+#[tokio::test]
+async fn an_intent_is_delivered_once_and_the_retry_answers_succeeded() {
+    let s = setup("dispatch_happy").await;
+    let first = s.call("o1", "happy-key-1").await;
+    let detail: Value =
+        s.root.query_one("SELECT detail FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[]).await.unwrap().get(0);
+    assert_eq!(outcome(&first), ("PENDING", "-"), "{first} {detail}");
+    assert_eq!(s.erp("writes_received"), 0, "nothing is sent by the call");
+
+    let report = s.dispatch().await;
+    assert_eq!((report.claimed, report.count("SUCCEEDED")), (1, 1), "{report:?}");
+    assert_eq!(s.erp_key("happy-key-1"), ("DONE".to_string(), 1));
+    assert_eq!((s.erp("effects"), s.erp("writes_received")), (1, 1));
+    // The refresh token rotated, and the file holds the one that works now.
+    assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
+
+    let status = s.call("o1", "happy-key-1").await;
+    assert_eq!(outcome(&status), ("SUCCEEDED", "-"), "{status}");
+    assert_eq!((status["replayed"].as_bool(), status["isError"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(status["result"]["erp"]["status"], "DONE", "{status}");
+    assert_eq!(s.outbox("happy-key-1").await, ("SUCCEEDED".to_string(), 1));
+    assert_eq!(s.dispatch_audit("SUCCEEDED").await, 1);
+    // The dispatch audit row keeps no argument and no secret.
+    let detail: Value =
+        s.root.query_one("SELECT to_jsonb(a) FROM toolgate.audit a WHERE kind = 'dispatch'", &[]).await.unwrap().get(0);
+    let text = detail.to_string();
+    assert!(!text.contains("filter") && !text.contains("rt-") && !text.contains("at-"), "{text}");
+    assert_eq!(detail["actor"], DISPATCHER);
+
+    // Nothing is due any more: a second run sends nothing.
+    assert_eq!(s.dispatch().await.claimed, 0);
+    assert_eq!(s.erp("writes_received"), 1);
+}
+
+#[tokio::test]
+async fn a_business_refusal_is_rejected_erp_rejected_and_never_retried() {
+    let s = setup("dispatch_refused").await;
+    s.erp.queue_fault(Fault::Refuse("part_discontinued".into()), 1, Matcher::default());
+    assert_eq!(outcome(&s.call("o2", "refused-key-1").await), ("PENDING", "-"));
+    let report = s.dispatch().await;
+    assert_eq!(report.count("REJECTED"), 1, "{report:?}");
+    let status = s.call("o2", "refused-key-1").await;
+    assert_eq!(outcome(&status), ("REJECTED", "erp_rejected"), "{status}");
+    assert_eq!((status["replayed"].as_bool(), status["isError"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(status["result"]["error"], "part_discontinued");
+    assert_eq!(s.erp("effects"), 0);
+    assert_eq!(s.outbox("refused-key-1").await, ("REJECTED".to_string(), 1));
+    // Final: a later run claims nothing and sends nothing.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now() - interval '1 hour'").await.unwrap();
+    assert_eq!(s.dispatch().await.claimed, 0);
+    assert_eq!(s.erp("writes_received"), 1);
+    assert_eq!(s.dispatch_audit("REJECTED").await, 1);
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_reconciled_by_key_not_resent() {
+    let s = setup("dispatch_drop").await;
+    // Applied, then the connection closed without a byte of the answer.
+    s.erp.queue_fault(Fault::Drop, 1, Matcher::default());
+    assert_eq!(outcome(&s.call("o3", "dropped-key-1").await), ("PENDING", "-"));
+    let report = s.dispatch().await;
+    assert_eq!(report.count("SUCCEEDED"), 1, "{report:?}");
+    assert_eq!(s.erp("faults_fired"), 1, "the fault fired");
+    assert_eq!(s.erp_key("dropped-key-1"), ("DONE".to_string(), 1));
+    assert_eq!((s.erp("effects"), s.erp("writes_received")), (1, 1), "asked, never sent again");
+    let status = s.call("o3", "dropped-key-1").await;
+    assert_eq!(outcome(&status), ("SUCCEEDED", "-"), "{status}");
+    assert_eq!(status["replayed"], true);
+}
+
+#[tokio::test]
+async fn a_500_leaves_it_pending_and_the_next_run_sends_it_with_the_same_key() {
+    let s = setup("dispatch_500").await;
+    s.erp.queue_fault(Fault::InternalError, 1, Matcher::default());
+    assert_eq!(outcome(&s.call("o4", "fivehundred-1").await), ("PENDING", "-"));
+    let report = s.dispatch().await;
+    assert_eq!(report.count("PENDING"), 1, "{report:?}");
+    assert_eq!(s.erp("effects"), 0);
+    assert_eq!(s.outbox("fivehundred-1").await, ("PENDING".to_string(), 1));
+    assert_eq!(outcome(&s.call("o4", "fivehundred-1").await), ("PENDING", "-"));
+    // Not due before its retry delay.
+    assert_eq!(s.dispatch().await.claimed, 0);
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    let report = s.dispatch().await;
+    assert_eq!(report.count("SUCCEEDED"), 1, "{report:?}");
+    assert_eq!(s.erp_key("fivehundred-1"), ("DONE".to_string(), 1));
+    assert_eq!(s.erp("effects"), 1);
+    assert_eq!(s.outbox("fivehundred-1").await, ("SUCCEEDED".to_string(), 2));
+    let status = s.call("o4", "fivehundred-1").await;
+    assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)));
+}
+
+#[tokio::test]
+async fn writes_turned_off_hold_the_queue() {
+    let s = setup("dispatch_switch").await;
+    assert_eq!(outcome(&s.call("o5", "switch-key-1").await), ("PENDING", "-"));
+    s.root.batch_execute(&format!("SELECT toolgate.set_writes_enabled(false, '{TOOL}')")).await.unwrap();
+    assert_eq!(s.dispatch().await.claimed, 0);
+    s.root.batch_execute(&format!("SELECT toolgate.set_writes_enabled(true, '{TOOL}')")).await.unwrap();
+    s.root.batch_execute("SELECT toolgate.set_writes_enabled(false, NULL)").await.unwrap();
+    assert_eq!(s.dispatch().await.claimed, 0);
+    assert_eq!((s.erp("writes_received"), s.erp("unauthorized")), (0, 0), "nothing sent");
+    assert_eq!(s.outbox("switch-key-1").await, ("PENDING".to_string(), 0));
+    s.root.batch_execute("SELECT toolgate.set_writes_enabled(true, NULL)").await.unwrap();
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    assert_eq!(s.erp_key("switch-key-1"), ("DONE".to_string(), 1));
+}
+
+#[tokio::test]
+async fn two_dispatchers_send_each_of_twenty_intents_once() {
+    let s = setup("dispatch_two").await;
+    for i in 1..=20 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("twenty-key-{i}")).await), ("PENDING", "-"));
+    }
+    // Two dispatchers, each its own connection and token state, side by side. The fake keeps one
+    // current refresh token and cross-process refresh is a later slice, so the second starts once
+    // the first has rotated the shared file (each then refreshes once, one after the other).
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(20)), 20, Matcher::default());
+    let mut one = s.options();
+    one.batch = 3;
+    one.concurrency = 2;
+    let two = one.clone();
+    let (r1, r2) = tokio::join!(dispatch::run(&one), async {
+        after_first_rotation(&s).await;
+        dispatch::run(&two).await
+    });
+    let (r1, r2) = (r1.unwrap(), r2.unwrap());
+    assert_eq!(r1.claimed + r2.claimed, 20, "{r1:?} {r2:?}");
+    assert_eq!(r1.count("SUCCEEDED") + r2.count("SUCCEEDED"), 20, "{r1:?} {r2:?}");
+    let effects = s.erp.effects();
+    let by_key = effects["by_key"].as_object().unwrap();
+    assert_eq!(by_key.len(), 20);
+    for (key, state) in by_key {
+        assert_eq!(state["effects"], 1, "{key}: {state}");
+    }
+    assert_eq!((s.erp("effects"), s.erp("writes_received")), (20, 20));
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED' AND attempts = 1").await,
+        20
+    );
+    assert_eq!(s.dispatch_audit("SUCCEEDED").await, 20);
+}
+
+/// Wait until the first dispatcher has rotated the refresh token file.
+async fn after_first_rotation(s: &Setup) {
+    let initial = std::fs::read_to_string(&s.token_file).unwrap();
+    for _ in 0..500 {
+        if std::fs::read_to_string(&s.token_file).unwrap() != initial {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the first dispatcher never refreshed");
+}
