@@ -230,16 +230,7 @@ impl Reply {
     /// An outbox tool's intent, accepted and queued for the ERP in the call's transaction, not
     /// yet done: not an error, and a retry with the same key is the status query.
     pub fn pending(result: Value, summary: String) -> Reply {
-        Reply {
-            outcome: Outcome::Pending,
-            is_error: false,
-            rule: None,
-            replayed: false,
-            errors: Vec::new(),
-            proposal: None,
-            result: Some(result),
-            content: text(summary),
-        }
+        Reply { outcome: Outcome::Pending, ..Reply::succeeded(result, summary) }
     }
 
     /// The same reply, marked as a replay of an earlier call.
