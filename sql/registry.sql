@@ -214,6 +214,74 @@ BEGIN
 END
 $$;
 
+-- The checks every write tool's definition passes, define_tool's and define_outbox_tool's alike.
+-- Its options: how amounts may be signed, the target states, and that the tool is not a read tool.
+CREATE FUNCTION toolgate.check_write_options(tool text, target_states text[], amounts text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF amounts IS NULL OR amounts NOT IN ('positive', 'non_negative', 'any') THEN
+        RAISE EXCEPTION 'amounts is positive (more than zero, the default), non_negative (zero allowed) or any (credits allowed), not %',
+            coalesce(amounts, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(target_states, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'target_states holds state names, not NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = check_write_options.tool AND t.kind <> 'write') THEN
+        RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- The functions it binds, in order (`fns[i]` is its `whats[i]` function; NULL: none bound): the
+-- first that is unsafe to call (binding_fault) or that `who` may not bind (definer_fault) is
+-- refused; then one warning for each owner, naming the first of its functions.
+CREATE FUNCTION toolgate.check_bound_functions(who text, fns regprocedure[], whats text[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    fault text;
+BEGIN
+    FOR i IN 1 .. pg_catalog.array_length(fns, 1) LOOP
+        fault := toolgate.binding_fault(fns[i]::text, whats[i]);
+        IF fault IS NOT NULL THEN
+            RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. pg_catalog.array_length(fns, 1) LOOP
+        fault := toolgate.definer_fault(who, fns[i], whats[i]);
+        IF fault IS NOT NULL THEN
+            RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    END LOOP;
+    FOR fault IN SELECT DISTINCT ON (p.proowner) toolgate.binding_warning(f.fn, f.what)
+                   FROM ROWS FROM (pg_catalog.unnest(fns), pg_catalog.unnest(whats)) WITH ORDINALITY AS f(fn, what, n)
+                   JOIN pg_catalog.pg_proc p ON p.oid = f.fn
+                  WHERE toolgate.binding_warning(f.fn, f.what) IS NOT NULL
+                  ORDER BY p.proowner, f.n LOOP
+        RAISE WARNING '%', fault;
+    END LOOP;
+END
+$$;
+
+-- Its argument contract: a schema that compiles and requires a string idempotency_key, and a
+-- consent template that fits it.
+CREATE FUNCTION toolgate.check_write_contract(schema jsonb, consent text, has_value boolean) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    PERFORM toolgate.check_tool_schema(schema);
+    IF NOT coalesce(schema->'required' ? 'idempotency_key', false)
+       OR schema->'properties'->'idempotency_key'->>'type' IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'the schema must require a string idempotency_key (the retry key)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF consent IS NOT NULL THEN
+        PERFORM toolgate.check_consent_template(consent, schema, has_value);
+    END IF;
+END
+$$;
+
 -- Define a write tool, or change its definition: one transaction, so a refused definition leaves
 -- nothing behind. Returns the definition's version; every version is in toolgate.tool_history.
 -- A changed schema becomes the tool's next schema version (calls name the version that judged
@@ -234,7 +302,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgat
 AS $$
 DECLARE
     who text := toolgate.caller();
-    fault text;
     before toolgate.tool_bindings;
     after toolgate.tool_bindings;
 BEGIN
@@ -244,16 +311,7 @@ BEGIN
         RAISE EXCEPTION 'define_tool needs a description, a schema, sensitive, a target and an effect function'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF amounts IS NULL OR amounts NOT IN ('positive', 'non_negative', 'any') THEN
-        RAISE EXCEPTION 'amounts is positive (more than zero, the default), non_negative (zero allowed) or any (credits allowed), not %',
-            coalesce(amounts, 'NULL') USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF array_position(target_states, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'target_states holds state names, not NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = define_tool.tool AND t.kind <> 'write') THEN
-        RAISE EXCEPTION 'tool % is a read tool', tool USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM toolgate.check_write_options(tool, target_states, amounts);
     IF EXISTS (SELECT 1 FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool AND b.request IS NOT NULL) THEN
         RAISE EXCEPTION 'tool % is an outbox tool: redefine it with define_outbox_tool', tool
             USING ERRCODE = 'invalid_parameter_value';
@@ -262,34 +320,8 @@ BEGIN
         RAISE EXCEPTION 'a sensitive tool needs a value function (the money at stake)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    fault := coalesce(toolgate.binding_fault(target::text, 'target'), toolgate.binding_fault(effect::text, 'effect'),
-                      toolgate.binding_fault(value::text, 'value'));
-    IF fault IS NOT NULL THEN
-        RAISE EXCEPTION '%', fault USING ERRCODE = 'invalid_function_definition';
-    END IF;
-    fault := coalesce(toolgate.definer_fault(who, target, 'target'), toolgate.definer_fault(who, effect, 'effect'),
-                      toolgate.definer_fault(who, value, 'value'));
-    IF fault IS NOT NULL THEN
-        RAISE EXCEPTION '%', fault USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    -- One warning for each owner, naming the first of its functions.
-    FOR fault IN SELECT DISTINCT ON (p.proowner) toolgate.binding_warning(f.fn, f.what)
-                   FROM ROWS FROM (pg_catalog.unnest(ARRAY[target, effect, value]),
-                                   pg_catalog.unnest(ARRAY['target', 'effect', 'value'])) WITH ORDINALITY AS f(fn, what, n)
-                   JOIN pg_catalog.pg_proc p ON p.oid = f.fn
-                  WHERE toolgate.binding_warning(f.fn, f.what) IS NOT NULL
-                  ORDER BY p.proowner, f.n LOOP
-        RAISE WARNING '%', fault;
-    END LOOP;
-    PERFORM toolgate.check_tool_schema(schema);
-    IF NOT coalesce(schema->'required' ? 'idempotency_key', false)
-       OR schema->'properties'->'idempotency_key'->>'type' IS DISTINCT FROM 'string' THEN
-        RAISE EXCEPTION 'the schema must require a string idempotency_key (the retry key)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF consent IS NOT NULL THEN
-        PERFORM toolgate.check_consent_template(consent, schema, value IS NOT NULL);
-    END IF;
+    PERFORM toolgate.check_bound_functions(who, ARRAY[target, effect, value], ARRAY['target', 'effect', 'value']);
+    PERFORM toolgate.check_write_contract(schema, consent, value IS NOT NULL);
 
     PERFORM toolgate.record_tool(tool, 'write', description, sensitive, schema, who);
     SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = define_tool.tool;
