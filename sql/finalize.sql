@@ -64,11 +64,13 @@ GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgat
 GRANT SELECT ON toolgate.policy_history TO toolgate_auditor;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
-                toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
+                toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
 -- answered, and nothing else; it reads no table.
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
-                          toolgate.settle_outbox(text, text, text, text, jsonb, interval)
+                          toolgate.settle_outbox(text, text, text, text, jsonb, interval),
+                          toolgate.erp_access_token(text), toolgate.erp_refresh_begin(text, bigint, text),
+                          toolgate.erp_refresh_end(text, text, text)
 TO toolgate_dispatcher;

@@ -55,6 +55,11 @@ CREATE TABLE toolgate.outbox (
     target          text NOT NULL,
     value           jsonb,
     proposal_id     uuid,
+    -- Who made the call (the verified token's subject and role) and in which conversation: the
+    -- context the finish function runs in at the settlement, as the effect would have.
+    actor           text NOT NULL,
+    role            text NOT NULL,
+    conversation_id text,
     request         jsonb NOT NULL,
     endpoint        text NOT NULL,
     state           text NOT NULL DEFAULT 'PENDING'
@@ -67,10 +72,12 @@ CREATE TABLE toolgate.outbox (
     claimed_at      timestamptz,
     settled_at      timestamptz,
     last_error      text,
+    -- What the ERP answered when it did its part: a PARTIAL intent's finish is retried with it.
+    erp_reply       jsonb,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
-CREATE INDEX outbox_due ON toolgate.outbox (next_attempt_at) WHERE state IN ('PENDING', 'UNCERTAIN');
+CREATE INDEX outbox_due ON toolgate.outbox (next_attempt_at) WHERE state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.outbox', '');
 COMMENT ON TABLE toolgate.outbox IS
     'Intents of outbox tools, written with the ledger and the audit row; delivered to the ERP by the dispatcher.';
@@ -197,10 +204,13 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
 -- intent counts an attempt and is leased: its next attempt is put `lease` ahead, so a dispatcher
 -- that dies before it settles leaves the intent to be claimed again after that, never at once.
 -- `sent_before` says an earlier attempt may have reached the ERP: the dispatcher then asks the
--- ERP for the key's state before it sends anything again.
+-- ERP for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
+-- part, the finish function has not) is claimed too: the dispatcher sends nothing for it and
+-- settles it SUCCEEDED again, which runs the finish function once more.
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
-               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean)
+               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
+               state text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 BEGIN
@@ -215,7 +225,7 @@ BEGIN
     WITH due AS (
         SELECT o.tenant_id, o.tool, o.idempotency_key
           FROM toolgate.outbox o
-         WHERE o.state IN ('PENDING', 'UNCERTAIN') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+         WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
            AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
                             WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
          ORDER BY o.next_attempt_at, o.created_at
@@ -227,10 +237,10 @@ BEGIN
                next_attempt_at = pg_catalog.clock_timestamp() + lease
           FROM due
          WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
-        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts
+        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.attempts > 1
+           c.request, c.attempts, c.attempts > 1, c.state
       FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
@@ -240,9 +250,15 @@ COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
 
 -- Settle what the ERP answered for one intent, in one transaction: the outbox intent's state, the
 -- ledger's reply for its key (so a retry with the same key, the status query, answers it,
--- replayed), and an audit intent of kind `dispatch` (no argument, no secret: the endpoint, the
--- attempts, the outbox state). `outcome`:
---   SUCCEEDED  the ERP did it; `reply` is its answer (the ledger's result carries it);
+-- replayed), an audit intent of kind `dispatch` (no argument, no secret: the endpoint, the
+-- attempts, the outbox state), and, when the ERP did it, the tool's finish function. `outcome`:
+--   SUCCEEDED  the ERP did it; `reply` is its answer (the ledger's result carries it). The finish
+--              function, if the tool has one, then applies the follow-up in this database, in a
+--              subtransaction: done, the intent is SUCCEEDED; not done (it raised, answered NULL,
+--              or the binding changed unsafely), the intent is PARTIAL: the ERP's part is done
+--              and is never asked for again, the ledger answers PARTIAL, and the dispatcher
+--              settles it SUCCEEDED again after `retry_in`, which runs the finish function with
+--              the ERP's answer kept from the first time (`reply` is then ignored);
 --   REJECTED   the ERP refused it (a business 4xx): REJECTED erp_rejected, never retried;
 --   PENDING    nothing reached the ERP (or it says it has no such key): tried again, same key,
 --              after `retry_in`; the ledger keeps PENDING;
@@ -250,7 +266,8 @@ COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
 --              UNCERTAIN, and the next attempt (after `retry_in`) asks the ERP first;
 --   DEAD       given up after the dispatcher's bound of attempts: the ledger answers UNCERTAIN
 --              (nobody knows), the intent stays DEAD for a person to reconcile.
--- Only a intent in PENDING or UNCERTAIN is settled; anything else (already final) is refused.
+-- Only an intent in PENDING or UNCERTAIN is settled, or a PARTIAL one SUCCEEDED; anything else
+-- (already final) is refused.
 CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, outcome text, reply jsonb,
                                        retry_in interval DEFAULT '30 seconds')
 RETURNS jsonb
@@ -265,6 +282,7 @@ DECLARE
     result jsonb;
     stored jsonb;
     error text;
+    finished jsonb;
 BEGIN
     IF outcome IS NULL OR outcome NOT IN ('SUCCEEDED', 'REJECTED', 'PENDING', 'UNCERTAIN', 'DEAD') THEN
         RAISE EXCEPTION 'outcome is SUCCEEDED, REJECTED, PENDING, UNCERTAIN or DEAD, not %', coalesce(outcome, 'NULL')
@@ -278,30 +296,59 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
     END IF;
-    IF intent.state NOT IN ('PENDING', 'UNCERTAIN') THEN
+    IF intent.state = 'PARTIAL' THEN
+        IF outcome <> 'SUCCEEDED' THEN
+            RAISE EXCEPTION 'intent % of tool % is PARTIAL: the ERP did its part, only its finish is left (settle it SUCCEEDED)',
+                key, tool USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        answer := coalesce(intent.erp_reply, 'null'::jsonb);
+    ELSIF intent.state NOT IN ('PENDING', 'UNCERTAIN') THEN
         RAISE EXCEPTION 'intent % of tool % is settled already (%)', key, tool, intent.state
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     -- What the ERP said, as a short word for the outbox and the audit (never its body there).
     error := CASE WHEN pg_catalog.jsonb_typeof(answer) = 'object' AND answer ? 'error'
                   THEN pg_catalog.left(answer->>'error', 200) END;
-    new_state := CASE outcome WHEN 'SUCCEEDED' THEN 'SUCCEEDED' WHEN 'REJECTED' THEN 'REJECTED'
-                          WHEN 'PENDING' THEN 'PENDING' WHEN 'UNCERTAIN' THEN 'UNCERTAIN' ELSE 'DEAD' END;
+    new_state := outcome;
     word := CASE outcome WHEN 'DEAD' THEN 'UNCERTAIN' ELSE outcome END;
+    IF outcome = 'SUCCEEDED' THEN
+        -- NULL: the tool has no finish function (any more). An error the runner lets go on up (one
+        -- a client would retry: a lock not available, a deadlock) is not done either.
+        BEGIN
+            finished := toolgate.outbox_finish(pg_catalog.to_jsonb(intent), answer);
+        EXCEPTION WHEN OTHERS THEN
+            finished := pg_catalog.jsonb_build_object('done', false, 'error', pg_catalog.jsonb_build_object(
+                'function', 'finish', 'reason', 'raised', 'sqlstate', SQLSTATE));
+        END;
+        IF finished IS NOT NULL AND NOT (finished->>'done')::boolean THEN
+            new_state := 'PARTIAL';
+            word := 'PARTIAL';
+            error := 'finish_failed';
+        END IF;
+    END IF;
     result := pg_catalog.jsonb_build_object('state', word, 'tool', intent.tool, 'target', intent.target,
                                             'endpoint', intent.endpoint, 'attempts', intent.attempts);
-    said := CASE outcome
-        WHEN 'SUCCEEDED' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s).', intent.tool, intent.target, intent.endpoint)
+    said := CASE word
+        WHEN 'SUCCEEDED' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s)%s.', intent.tool, intent.target,
+                                                intent.endpoint, CASE WHEN finished IS NOT NULL THEN ', and here' ELSE '' END)
+        WHEN 'PARTIAL' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s); the follow-up in this database is not done yet, and the gate completes it. Do not ask for it again: the ERP has it.',
+                                              intent.tool, intent.target, intent.endpoint)
         WHEN 'REJECTED' THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
                                                intent.tool, intent.target, intent.endpoint)
         WHEN 'PENDING' THEN pg_catalog.format('%s on «%s»: accepted and queued for the ERP (endpoint %s), not yet done. Call again with the same idempotency_key to learn its state; a new key would ask for it a second time.',
                                               intent.tool, intent.target, intent.endpoint)
-        WHEN 'UNCERTAIN' THEN pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s), which has not said whether it did it; the gate asks it again. Do not ask for it again with a new key.',
-                                                intent.tool, intent.target, intent.endpoint)
-        ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
-                               intent.tool, intent.target, intent.endpoint, intent.attempts) END;
-    IF outcome = 'SUCCEEDED' THEN
+        ELSE CASE outcome
+            WHEN 'UNCERTAIN' THEN pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s), which has not said whether it did it; the gate asks it again. Do not ask for it again with a new key.',
+                                                    intent.tool, intent.target, intent.endpoint)
+            ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
+                                   intent.tool, intent.target, intent.endpoint, intent.attempts) END END;
+    IF word IN ('SUCCEEDED', 'PARTIAL') THEN
         result := result || pg_catalog.jsonb_build_object('erp', answer);
+    END IF;
+    IF word = 'SUCCEEDED' AND finished IS NOT NULL THEN
+        result := result || pg_catalog.jsonb_build_object('finish', finished->'result');
+    ELSIF word = 'PARTIAL' THEN
+        result := result || pg_catalog.jsonb_build_object('pending', 'finish', 'error', finished->'error');
     ELSIF outcome = 'REJECTED' THEN
         result := result || pg_catalog.jsonb_build_object('error', error);
     END IF;
@@ -314,22 +361,116 @@ BEGIN
 
     UPDATE toolgate.outbox o
        SET state = new_state, last_error = error,
-           settled_at = CASE WHEN outcome IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
-           next_attempt_at = CASE WHEN outcome IN ('PENDING', 'UNCERTAIN') THEN pg_catalog.clock_timestamp() + retry_in
-                                  ELSE o.next_attempt_at END
+           erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
+           settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
+           next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')
+                                  THEN pg_catalog.clock_timestamp() + retry_in ELSE o.next_attempt_at END
      WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
     UPDATE toolgate.ledger l SET reply = stored, settled_at = pg_catalog.now()
      WHERE l.tenant_id = intent.tenant_id AND l.tool = intent.tool AND l.idempotency_key = intent.idempotency_key
        AND l.state = 'settled';
+    -- `effects` 1 on the settlement that learned the ERP did it (not on a PARTIAL one finished
+    -- later): toolgate.effects lists it, under the actor who asked for it.
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, rule, effects, detail,
                                 duration_us)
     VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, word,
-            CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END, CASE WHEN outcome = 'SUCCEEDED' THEN 1 ELSE 0 END,
+            CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END,
+            CASE WHEN outcome = 'SUCCEEDED' AND intent.state <> 'PARTIAL' THEN 1 ELSE 0 END,
             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
-                'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error)),
+                'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
+                'asked_by', intent.actor, 'value', intent.value,
+                'finish', CASE WHEN word = 'PARTIAL' THEN finished->'error' END)),
             0);
     RETURN stored;
 END
 $$;
 COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, text, jsonb, interval) IS
     'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
+
+-- The ERPs' rotating credentials, for the dispatchers (seed 004's client): per endpoint, the
+-- current refresh token (each use of it returns the next, and the old one stops working) and the
+-- access token it was traded for, with a generation that counts the refreshes. Shared by every
+-- dispatcher, so one refresh serves all of them: a dispatcher whose request met a stale access
+-- token (a 401) refreshes only if nobody did since it read that token, while holding this row's
+-- lock, and the others wait for that refresh and take its token. No role reads the table; the
+-- dispatcher reaches it through the three functions below only. It is not dumped with the
+-- extension's configuration (a dump keeps no secret): after a restore, the dispatcher seeds it
+-- again from its --refresh-token-file.
+CREATE TABLE toolgate.erp_credentials (
+    endpoint      text PRIMARY KEY REFERENCES toolgate.erp_endpoints ON DELETE CASCADE,
+    refresh_token text NOT NULL,
+    access_token  text,
+    generation    bigint NOT NULL DEFAULT 0 CHECK (generation >= 0),
+    refreshed_at  timestamptz
+);
+COMMENT ON TABLE toolgate.erp_credentials IS
+    'The ERPs'' current refresh and access tokens, shared by the dispatchers; read by no role.';
+
+-- The endpoint's access token now and its generation (no row: NULL, generation 0).
+CREATE FUNCTION toolgate.erp_access_token(endpoint text, OUT access_token text, OUT generation bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT c.access_token, coalesce(c.generation, 0)
+      FROM (SELECT 1) one LEFT JOIN toolgate.erp_credentials c ON c.endpoint = erp_access_token.endpoint
+$$;
+COMMENT ON FUNCTION toolgate.erp_access_token(text) IS
+    'The dispatcher''s: the endpoint''s current access token and its generation.';
+
+-- Begin a refresh, inside the caller's transaction: lock the endpoint's credentials (made from
+-- `seed`, the dispatcher's refresh token file, if there are none yet). If their generation is no
+-- longer `seen`, another dispatcher refreshed meanwhile: its access token comes back and the
+-- caller uses it (refresh_token NULL). Otherwise the refresh token comes back, and the caller
+-- trades it at the ERP and calls erp_refresh_end before it commits, the row locked all along.
+CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, seen bigint, seed text DEFAULT NULL,
+                                           OUT refresh_token text, OUT access_token text, OUT generation bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    c toolgate.erp_credentials;
+BEGIN
+    IF seed IS NOT NULL AND pg_catalog.btrim(seed) <> '' THEN
+        INSERT INTO toolgate.erp_credentials AS e (endpoint, refresh_token)
+        VALUES (erp_refresh_begin.endpoint, pg_catalog.btrim(seed))
+        ON CONFLICT ON CONSTRAINT erp_credentials_pkey DO NOTHING;
+    END IF;
+    SELECT * INTO c FROM toolgate.erp_credentials e WHERE e.endpoint = erp_refresh_begin.endpoint FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file)', endpoint
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    generation := c.generation;
+    IF c.generation <> seen AND c.access_token IS NOT NULL THEN
+        access_token := c.access_token;
+    ELSE
+        refresh_token := c.refresh_token;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, bigint, text) IS
+    'The dispatcher''s: lock the endpoint''s credentials for a refresh, unless another dispatcher refreshed since `seen`.';
+
+-- End a refresh begun in this transaction: the rotated refresh token and the new access token;
+-- the new generation.
+CREATE FUNCTION toolgate.erp_refresh_end(endpoint text, refresh_token text, access_token text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    advanced bigint;
+BEGIN
+    IF refresh_token IS NULL OR pg_catalog.btrim(refresh_token) = '' OR access_token IS NULL THEN
+        RAISE EXCEPTION 'a refresh ends with a refresh token and an access token' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE toolgate.erp_credentials c
+       SET refresh_token = erp_refresh_end.refresh_token, access_token = erp_refresh_end.access_token,
+           generation = c.generation + 1, refreshed_at = pg_catalog.now()
+     WHERE c.endpoint = erp_refresh_end.endpoint
+    RETURNING c.generation INTO advanced;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no credentials for endpoint %', endpoint USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN advanced;
+END
+$$;
+COMMENT ON FUNCTION toolgate.erp_refresh_end(text, text, text) IS
+    'The dispatcher''s: store the rotated refresh token and the new access token; the new generation.';

@@ -10,11 +10,14 @@ SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target
 -- The ERP changes the gate made, per tenant: the ERP's rows are the DBA's, so the gate's record
 -- of each change is the audit row of the call or confirmation that made it (the first, never a
 -- replay), with its target and the value the value function gave. An outbox tool's PENDING is
--- not one: the ERP has done nothing yet when the intent is queued.
+-- not one (the ERP has done nothing yet when the intent is queued): its effect is the dispatch
+-- settlement that learned the ERP did it, under the actor who asked for it.
 CREATE VIEW toolgate.effects AS
-SELECT a.tenant_id, a.tool, a.target, a.actor, a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
+SELECT a.tenant_id, a.tool, a.target, CASE WHEN a.kind = 'dispatch' THEN a.detail->>'asked_by' ELSE a.actor END AS actor,
+       a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
   FROM toolgate.audit a
- WHERE a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm');
+ WHERE (a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm'))
+    OR (a.kind = 'dispatch' AND a.effects > 0);
 
 -- Seed 000's counters per tenant, plus the effects the gate made and the outbox's intents not
 -- yet delivered (pending). Calls whose identity failed have no verified tenant and are counted under tenant_id NULL.
@@ -28,7 +31,7 @@ WITH calls AS (
            count(*) FILTER (WHERE a.outcome = 'BLOCKED') AS blocked_actions,
            count(*) FILTER (WHERE a.replayed) AS duplicates_suppressed,
            count(*) FILTER (WHERE a.rule = 'human_declined' AND NOT a.replayed) AS confirmation_denied,
-           count(*) FILTER (WHERE a.outcome = 'PARTIAL') AS partial_results
+           count(*) FILTER (WHERE a.outcome = 'PARTIAL' AND NOT a.replayed) AS partial_results
       FROM toolgate.audit a
      GROUP BY a.tenant_id
 ), made AS (
@@ -70,6 +73,18 @@ SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
  WHERE a.rule = 'tool_not_allowed'
    AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
  GROUP BY a.tenant_id, a.tool;
+
+-- The outbox's intents that need a person: DEAD (given up after the dispatcher's attempts; the
+-- ledger answers UNCERTAIN until someone reconciles it with the ERP), PARTIAL (the ERP did it, the
+-- finish function is not done), UNCERTAIN (sent, not known yet), and PENDING ones older than 15
+-- minutes (the dispatcher is not running, or writes are off). No argument and no request: what
+-- the intent is, where it stands, and the ERP's last error word.
+CREATE VIEW toolgate.alert_outbox AS
+SELECT o.tenant_id, o.tool, o.idempotency_key, o.target, o.endpoint, o.state, o.attempts, o.last_error,
+       o.created_at, o.claimed_at, o.next_attempt_at
+  FROM toolgate.outbox o
+ WHERE o.state IN ('DEAD', 'PARTIAL', 'UNCERTAIN')
+    OR (o.state = 'PENDING' AND o.created_at < pg_catalog.now() - interval '15 minutes');
 
 -- Every tool a call can name, with the schema in force: those a DBA defined
 -- (toolgate.define_tool, define_read_tool). What an MCP server lists as its tools.

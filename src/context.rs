@@ -52,6 +52,12 @@ pub fn identify(who: &Identity) {
     });
 }
 
+/// A settlement resumes the call that made an outbox intent: what the gate verified then, as
+/// the outbox kept it.
+pub fn resume(call: Context) {
+    CURRENT.set(call);
+}
+
 /// The call's conversation (a confirmation learns it from the proposal).
 pub fn converse(conversation: &str) {
     CURRENT.with_borrow_mut(|c| c.conversation = Some(conversation.to_string()));

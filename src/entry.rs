@@ -166,6 +166,13 @@ fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, ar
     }))
 }
 
+/// An outbox intent's finish function, at its settlement (`toolgate.settle_outbox`, the only
+/// caller: no role but the extension's owner may execute it). NULL when the tool has none.
+#[pg_extern(volatile, strict, parallel_unsafe)]
+fn outbox_finish(intent: JsonB, erp: JsonB) -> Option<JsonB> {
+    crate::gate::effect::finish(&intent.0, &erp.0).map(JsonB)
+}
+
 /// The 32 raw bytes of an Ed25519 public key given as JWK `x` or PEM.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn parse_public_key(key: &str) -> Vec<u8> {

@@ -265,18 +265,14 @@ async fn two_dispatchers_send_each_of_twenty_intents_once() {
     for i in 1..=20 {
         assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("twenty-key-{i}")).await), ("PENDING", "-"));
     }
-    // Two dispatchers, each its own connection and token state, side by side. The fake keeps one
-    // current refresh token and cross-process refresh is a later slice, so the second starts once
-    // the first has rotated the shared file (each then refreshes once, one after the other).
+    // Two dispatchers, each its own connections and token state, started together: one refresh
+    // serves both (the fake's refresh token rotates on every use, so a second would be refused).
     s.erp.queue_fault(Fault::Late(Duration::from_millis(20)), 20, Matcher::default());
     let mut one = s.options();
     one.batch = 3;
     one.concurrency = 2;
     let two = one.clone();
-    let (r1, r2) = tokio::join!(dispatch::run(&one), async {
-        after_first_rotation(&s).await;
-        dispatch::run(&two).await
-    });
+    let (r1, r2) = tokio::join!(dispatch::run(&one), dispatch::run(&two));
     let (r1, r2) = (r1.unwrap(), r2.unwrap());
     assert_eq!(r1.claimed + r2.claimed, 20, "{r1:?} {r2:?}");
     assert_eq!(r1.count("SUCCEEDED") + r2.count("SUCCEEDED"), 20, "{r1:?} {r2:?}");
@@ -292,16 +288,149 @@ async fn two_dispatchers_send_each_of_twenty_intents_once() {
         20
     );
     assert_eq!(s.dispatch_audit("SUCCEEDED").await, 20);
+    assert_eq!((s.erp("refreshes"), s.erp("refused_refreshes")), (1, 0), "one refresh for both dispatchers");
+
+    // Every access token expires at the ERP: the 401s both dispatchers meet make one refresh.
+    for i in 21..=30 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("twenty-key-{i}")).await), ("PENDING", "-"));
+    }
+    toolgate_fake_erp::client::call(s.erp.addr(), "POST", "/_fake/expire-tokens", &[], None, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let (r1, r2) = tokio::join!(dispatch::run(&one), dispatch::run(&two));
+    let (r1, r2) = (r1.unwrap(), r2.unwrap());
+    assert_eq!(r1.count("SUCCEEDED") + r2.count("SUCCEEDED"), 10, "{r1:?} {r2:?}");
+    assert_eq!((s.erp("refreshes"), s.erp("refused_refreshes")), (2, 0), "one more refresh, for both");
+    assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
 }
 
-/// Wait until the first dispatcher has rotated the refresh token file.
-async fn after_first_rotation(s: &Setup) {
-    let initial = std::fs::read_to_string(&s.token_file).unwrap();
-    for _ in 0..500 {
-        if std::fs::read_to_string(&s.token_file).unwrap() != initial {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+/// `setup`, with `erp_order` redefined with a finish function: once the ERP has done its part it
+/// marks the order `purchased` in this database, under row-level security on
+/// `toolgate.current_tenant()` (so it finds the order only in the context of the call that made
+/// the intent), and raises while `remote.finish_broken` says so.
+async fn finish_setup(name: &str) -> Setup {
+    let s = setup(name).await;
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE it_remote_owner;
+             ALTER TABLE remote.orders ADD COLUMN purchased integer NOT NULL DEFAULT 0,
+                                       ADD COLUMN erp_protocol text;
+             CREATE TABLE remote.finish_broken (broken boolean NOT NULL);
+             INSERT INTO remote.finish_broken VALUES (false);
+             RESET ROLE;
+             GRANT USAGE ON SCHEMA toolgate TO it_remote_owner;
+             GRANT EXECUTE ON FUNCTION toolgate.current_tenant() TO it_remote_owner;
+             ALTER TABLE remote.orders ENABLE ROW LEVEL SECURITY;
+             ALTER TABLE remote.orders FORCE ROW LEVEL SECURITY;
+             CREATE POLICY tenant ON remote.orders USING (tenant_id = toolgate.current_tenant());
+             SET ROLE it_remote_owner;
+             CREATE FUNCTION remote.finish(ctx jsonb, args jsonb) RETURNS jsonb
+             LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+             DECLARE done jsonb;
+             BEGIN
+                 IF (SELECT broken FROM remote.finish_broken) THEN
+                     RAISE EXCEPTION 'the work order cannot be updated now' USING ERRCODE = 'lock_not_available';
+                 END IF;
+                 UPDATE remote.orders o SET purchased = o.purchased + 1, erp_protocol = ctx->'erp'->>'protocol'
+                  WHERE o.id = ctx->'target'->>'id'
+                 RETURNING jsonb_build_object('order_id', o.id, 'purchased', o.purchased) INTO done;
+                 RETURN done;
+             END
+             $f$;
+             REVOKE EXECUTE ON FUNCTION remote.finish(jsonb, jsonb) FROM PUBLIC;
+             RESET ROLE;
+             SET client_min_messages = warning;
+             SELECT toolgate.define_outbox_tool(t.tool, t.description, s.schema, false,
+                        'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp',
+                        finish => 'remote.finish(jsonb, jsonb)')
+               FROM toolgate.tools t JOIN toolgate.tool_schemas s ON s.tool = t.tool
+              WHERE t.tool = '{TOOL}' ORDER BY s.version DESC LIMIT 1;"
+        ))
+        .await
+        .unwrap();
+    s
+}
+
+impl Setup {
+    /// The order's (purchased, ERP protocol) as its owner sees it (row-level security aside).
+    async fn order(&self, id: &str) -> (i32, Option<String>) {
+        let row = self
+            .root
+            .query_one(
+                "SELECT purchased, erp_protocol FROM remote.orders WHERE tenant_id = 'shopping-a' AND id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
     }
-    panic!("the first dispatcher never refreshed");
+}
+
+#[tokio::test]
+async fn finish_applies_the_follow_up_in_the_context_of_the_call() {
+    let s = finish_setup("dispatch_finish").await;
+    let first = s.call("o6", "finish-key-1").await;
+    assert_eq!(outcome(&first), ("PENDING", "-"), "{first} {}", last_reason(&s.root).await);
+    assert_eq!(s.order("o6").await, (0, None), "nothing before the ERP did its part");
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    let (purchased, protocol) = s.order("o6").await;
+    assert_eq!(purchased, 1, "finish found the order under the call's tenant");
+    assert!(protocol.is_some_and(|p| !p.is_empty()), "finish saw what the ERP answered");
+    let status = s.call("o6", "finish-key-1").await;
+    assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
+    assert_eq!(status["result"]["finish"], json!({"order_id": "o6", "purchased": 1}), "{status}");
+    // One effect, listed under the actor who asked for it, not the dispatcher.
+    let rows =
+        s.root.query("SELECT actor FROM toolgate.effects WHERE tool = $1 AND target = 'o6'", &[&TOOL]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_ne!(rows[0].get::<_, String>(0), DISPATCHER);
+}
+
+#[tokio::test]
+async fn a_failed_finish_is_partial_and_a_later_run_finishes_without_resending() {
+    let s = finish_setup("dispatch_partial").await;
+    s.root.batch_execute("UPDATE remote.finish_broken SET broken = true").await.unwrap();
+    assert_eq!(outcome(&s.call("o7", "partial-key-1").await), ("PENDING", "-"));
+    let report = s.dispatch().await;
+    assert_eq!(report.count("PARTIAL"), 1, "the ERP did it, the finish did not: {report:?}");
+    assert_eq!(s.erp_key("partial-key-1"), ("DONE".to_string(), 1));
+    assert_eq!(s.order("o7").await.0, 0, "nothing of the failed finish stays");
+
+    // The status query: PARTIAL, not an error, with what was done and what is left.
+    let status = s.call("o7", "partial-key-1").await;
+    assert_eq!(outcome(&status), ("PARTIAL", "-"), "{status}");
+    assert_eq!((status["isError"].as_bool(), status["replayed"].as_bool()), (Some(false), Some(true)));
+    assert_eq!(status["result"]["erp"]["status"], "DONE", "{status}");
+    assert_eq!(status["result"]["pending"], "finish", "{status}");
+    assert_eq!(status["result"]["error"]["sqlstate"], "55P03", "{status}");
+    assert_eq!(s.outbox("partial-key-1").await, ("PARTIAL".to_string(), 1));
+    assert_eq!(count(&s.root, "SELECT partial_results FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await, 1);
+    assert_eq!(s.dispatch_audit("PARTIAL").await, 1);
+    let alert: (String, Option<String>) = {
+        let row = s.root.query_one("SELECT state, last_error FROM toolgate.alert_outbox", &[]).await.unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(alert, ("PARTIAL".to_string(), Some("finish_failed".to_string())), "an operator sees it");
+    // The ERP did it once: toolgate.effects lists it once already.
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.effects WHERE target = 'o7'").await, 1);
+
+    // Still broken: tried again after the delay, still PARTIAL, nothing sent to the ERP.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    assert_eq!(s.dispatch().await.count("PARTIAL"), 1);
+    assert_eq!(s.outbox("partial-key-1").await, ("PARTIAL".to_string(), 2));
+    // Mended: the next run finishes it, and only it.
+    s.root.batch_execute("UPDATE remote.finish_broken SET broken = false").await.unwrap();
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    assert_eq!(s.outbox("partial-key-1").await, ("SUCCEEDED".to_string(), 3));
+    assert_eq!(s.order("o7").await.0, 1, "finished once");
+    assert_eq!((s.erp("effects"), s.erp("writes_received")), (1, 1), "the ERP was asked once");
+    let status = s.call("o7", "partial-key-1").await;
+    assert_eq!(outcome(&status), ("SUCCEEDED", "-"), "{status}");
+    assert_eq!(status["result"]["finish"]["purchased"], 1, "{status}");
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.effects WHERE target = 'o7'").await, 1);
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.alert_outbox").await, 0);
+    // Final: nothing is claimed again.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    assert_eq!(s.dispatch().await.claimed, 0);
 }

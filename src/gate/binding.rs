@@ -50,6 +50,8 @@ pub struct Binding {
 pub struct Outbox {
     request: pg_sys::Oid,
     pub endpoint: String,
+    /// The DBA's follow-up in this database once the ERP has done its part, if any.
+    finish: Option<pg_sys::Oid>,
 }
 
 /// The amounts a tool's value function may answer with; any other is `value_over_limit`.
@@ -108,7 +110,7 @@ pub fn of(tool: &str) -> Option<Binding> {
                              ('finish', b.finish)) f(name, fn) \
                 JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)), b.request, b.finish, b.endpoint)), \
              CASE WHEN b.request IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.request)::oid, 0) END, \
-             b.endpoint \
+             b.endpoint, CASE WHEN b.finish IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.finish)::oid, 0) END \
              FROM toolgate.tool_bindings b WHERE b.tool = $1 AND b.kind = 'write'",
             &[tool.into()],
             |r| {
@@ -118,7 +120,7 @@ pub fn of(tool: &str) -> Option<Binding> {
                     value: r.get(2)?,
                     effect: spi::col(r, 3)?,
                     outbox: match (r.get::<pg_sys::Oid>(8)?, r.get::<String>(9)?) {
-                        (Some(request), Some(endpoint)) => Some(Outbox { request, endpoint }),
+                        (Some(request), Some(endpoint)) => Some(Outbox { request, endpoint, finish: r.get(10)? }),
                         _ => None,
                     },
                     consent: r.get(4)?,
@@ -244,7 +246,7 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
         Failure::Raised(sqlstate) => {
             let function = running.unwrap_or("binding");
             let (rule, step) = match function {
-                "effect" | "request" => (Rule::EffectFailed, "effect"),
+                "effect" | "request" | "finish" => (Rule::EffectFailed, "effect"),
                 "value" => (Rule::ToolMisconfigured, "domain"),
                 _ => (Rule::ToolMisconfigured, "authorization"),
             };
@@ -554,6 +556,36 @@ pub fn request(b: &Binding, outbox: &Outbox, args: &Value, target: &Target, valu
         }
         Ok(request)
     })
+}
+
+/// An outbox tool's follow-up once the ERP has done its part (the dispatcher's settlement, not a
+/// call): its `finish` function, called as the effect would be (the intent's arguments; in the
+/// context the call's tenant, actor, role, conversation and proposal, `target` as `{"id": …}`,
+/// the value, and `erp`, what the ERP answered), in a subtransaction of its own. `None` when the
+/// tool has no finish function. An object is done (`Ok`, its answer); NULL, another shape, an
+/// exception or a binding changed unsafely since is not (`Err`, why, with the SQLSTATE): nothing
+/// it wrote stays, and the intent is PARTIAL until a later settlement finishes it.
+pub fn finish(
+    b: &Binding,
+    args: &Value,
+    target: &str,
+    value: Option<&Value>,
+    erp: &Value,
+) -> Option<Result<Value, Value>> {
+    let function = b.outbox.as_ref()?.finish?;
+    if let Err(deny) = check(b) {
+        return Some(Err(deny.detail));
+    }
+    let target = json!({ "id": target });
+    let ctx = ctx(b, args, &[("target", Some(&target)), ("value", value), ("erp", Some(erp))]);
+    let done = scoped(true, || {
+        invoke(function, "finish", ctx, args, |out| match out {
+            Some(result) if result.is_object() => Ok(result),
+            None | Some(Value::Null) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "not_done"}))),
+            Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
+        })
+    });
+    Some(done.map_err(|(deny, _)| deny.detail))
 }
 
 /// A field of a bound function's answer as a consent text shows it (before quoting).

@@ -2,7 +2,7 @@
 //! transaction with the ledger settlement and the audit row, so either all three commit or none
 //! does.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use toolgate_core::outcome::{Reply, Rule};
 use toolgate_core::proposal;
 
@@ -33,11 +33,14 @@ pub fn apply(intent: &Intent) -> Step<Reply> {
 fn enqueue(intent: &Intent, outbox: &Outbox) -> Step<Reply> {
     let b = &intent.binding;
     let request = binding::request(b, outbox, intent.args, &intent.target, intent.valued.as_ref())?;
-    let (tenant, proposal_id) = context::with(|c| (c.tenant.clone(), c.proposal.clone()));
+    let (tenant, proposal_id, actor, role, conversation) = context::with(|c| {
+        (c.tenant.clone(), c.proposal.clone(), c.actor.clone(), c.role.clone(), c.conversation.clone())
+    });
     let key = intent.args.get("idempotency_key").and_then(|k| k.as_str()).unwrap_or_default();
     spi::run(
         "INSERT INTO toolgate.outbox (tenant_id, tool, idempotency_key, args, target, value, proposal_id, request, \
-         endpoint) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::uuid, $8::jsonb, $9)",
+         endpoint, actor, role, conversation_id) \
+         VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::uuid, $8::jsonb, $9, $10, $11, $12)",
         &[
             tenant.into(),
             b.tool.clone().into(),
@@ -48,6 +51,9 @@ fn enqueue(intent: &Intent, outbox: &Outbox) -> Step<Reply> {
             proposal_id.into(),
             crate::jsonb::arg(&request),
             outbox.endpoint.clone().into(),
+            actor.into(),
+            role.into(),
+            conversation.into(),
         ],
     );
     let target = proposal::quoted(intent.target());
@@ -58,4 +64,33 @@ fn enqueue(intent: &Intent, outbox: &Outbox) -> Step<Reply> {
     );
     let result = json!({"state": "PENDING", "tool": b.tool, "target": intent.target(), "endpoint": outbox.endpoint});
     Ok(Reply::pending(result, summary))
+}
+
+/// An outbox intent's follow-up, at the dispatcher's settlement (`toolgate.settle_outbox`, once
+/// the ERP has done its part): the tool's finish function, run in the context of the call that
+/// made the intent (its verified tenant, actor, role, conversation and proposal, which the outbox
+/// kept), so the DBA's row-level security on `toolgate.current_tenant()` holds as it did for the
+/// call. `intent` is the outbox row as jsonb, `erp` what the ERP answered. NULL when the tool has
+/// no finish function; `{"done": true, "result": …}`, or `{"done": false, "error": …}` (why, with
+/// the SQLSTATE of an error it raised; nothing it wrote is kept).
+pub fn finish(intent: &Value, erp: &Value) -> Option<Value> {
+    let text = |name: &str| intent.get(name).and_then(Value::as_str).map(str::to_string);
+    let (tool, tenant) = (text("tool")?, text("tenant_id")?);
+    let binding = binding::of(&tool)?;
+    let _held = context::Held::start();
+    context::resume(context::Context {
+        tenant: Some(tenant),
+        actor: text("actor"),
+        role: text("role"),
+        roles: text("role").into_iter().collect(),
+        conversation: text("conversation_id"),
+        proposal: text("proposal_id"),
+    });
+    let args = intent.get("args").cloned().unwrap_or(Value::Null);
+    let target = text("target").unwrap_or_default();
+    let value = intent.get("value").filter(|v| !v.is_null());
+    Some(match binding::finish(&binding, &args, &target, value, erp)? {
+        Ok(result) => json!({"done": true, "result": result}),
+        Err(error) => json!({"done": false, "error": error}),
+    })
 }

@@ -1,7 +1,9 @@
 //! Seed 000's lab, replayed through the SQL API as an application would: invalid arguments, the
 //! cross-tenant order, a declined confirmation, a confirmed close whose reply is lost after
-//! commit and retried with the same key, the injected note read as data, the hunt for secrets,
-//! and the rollback to read-only. Every invariant is checked against the database.
+//! commit and retried with the same key, the injected note read as data, the rollback to
+//! read-only, seed 001 on an ERP of the DBA's own, parts ordered from a supplier behind HTTP
+//! through the outbox and the dispatcher, and the hunt for secrets. Every invariant is checked
+//! against the database (and, for the supplier, against the fake supplier's own count).
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -51,10 +53,15 @@ async fn effects(root: &Client) -> Result<i64> {
     db::count(root, "SELECT count(*) FROM toolgate.effects", &[]).await
 }
 
-/// Every table of the extension as JSON text, to search for what must never be stored.
+/// Every table of the extension as JSON text, to search for what must never be stored: all but
+/// `erp_credentials`, where the dispatchers keep the ERP's current tokens and no role reads.
 async fn all_rows(root: &Client) -> Result<String> {
     let tables: Vec<String> = root
-        .query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'toolgate' ORDER BY 1", &[])
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = 'toolgate' AND tablename <> 'erp_credentials' \
+             ORDER BY 1",
+            &[],
+        )
         .await?
         .iter()
         .map(|r| r.get(0))
@@ -71,6 +78,10 @@ async fn all_rows(root: &Client) -> Result<String> {
 
 /// Seed 001's refund system, an ERP of the DBA's own (`examples/refunds/`).
 const REFUNDS: &str = include_str!("../../../examples/refunds/refunds.sql");
+
+/// The maintenance ERP's parts supplier, behind HTTP: an outbox tool (`examples/maintenance/`).
+const SUPPLIER: &str = include_str!("../../../examples/maintenance/supplier.sql");
+const SUPPLIER_TOOL: &str = "order_part_from_supplier";
 
 pub async fn run(opts: &Options) -> Result<Checks> {
     let mut check = Checks::default();
@@ -320,7 +331,10 @@ pub async fn run(opts: &Options) -> Result<Checks> {
             && read["result"]["observacao"]["suspicious"].as_array().is_some_and(|s| !s.is_empty()),
     );
 
-    println!("\n9. Secrets: tokens and private keys appear in no log line and no table");
+    println!("\n9. Parts from a supplier behind HTTP: an outbox tool, the dispatcher, a fake supplier ERP");
+    let status_queries = supplier(&lab, &root, &app, &id_a, &mut check).await?;
+
+    println!("\n10. Secrets: tokens and private keys appear in no log line and no table");
     let mut secrets = tokens.clone();
     for entry in std::fs::read_dir(&lab.keys_dir)? {
         // A PEM key file: its base64 lines, not its BEGIN and END lines.
@@ -337,6 +351,14 @@ pub async fn run(opts: &Options) -> Result<Checks> {
     let leaked = secrets.iter().filter(|s| haystack.contains(s.as_str())).count();
     println!("    searched {} secrets in {} bytes of rows and log", secrets.len(), haystack.len());
     check.that("no token or private key in any table or log line", leaked == 0);
+    let readable = db::count(
+        &root,
+        "SELECT count(*) FROM pg_roles r WHERE r.rolname LIKE 'toolgate%' \
+         AND has_table_privilege(r.oid, 'toolgate.erp_credentials', 'SELECT')",
+        &[],
+    )
+    .await?;
+    check.that("the supplier's tokens, kept for the dispatchers, are readable by no toolgate role", readable == 0);
     check.that(
         "the audit holds no raw argument",
         !audit.contains("Inspeção validada") && !audit.contains("dangerous_extra"),
@@ -377,6 +399,7 @@ pub async fn run(opts: &Options) -> Result<Checks> {
                 n("duplicates_suppressed"),
                 n("effects"),
                 n("blocked_actions"),
+                n("partial_results"),
             ]);
         }
     }
@@ -411,9 +434,171 @@ pub async fn run(opts: &Options) -> Result<Checks> {
         );
     }
     println!();
+    // The supplier's four orders are effects too; its status queries are replays of their keys.
+    let duplicates = 1 + status_queries;
     check.that(
-        &format!("panel of shopping-a: schema_rejected 1, confirmation_denied 1, duplicates_suppressed 1, effects 3, blocked_actions {blocked_a}"),
-        panel_a == Some([1, 1, 1, 3, blocked_a]),
+        &format!(
+            "panel of shopping-a: schema_rejected 1, confirmation_denied 1, duplicates_suppressed {duplicates}, \
+             effects 7, blocked_actions {blocked_a}, partial_results 1"
+        ),
+        panel_a == Some([1, 1, duplicates, 7, blocked_a, 1]),
     );
     Ok(check)
+}
+
+/// Step 9: `examples/maintenance/supplier.sql` against a fake supplier ERP on 127.0.0.1, with
+/// `toolgate dispatch` run in process. Four orders for work order 741: one applied, one whose
+/// reply is lost (reconciled by its key to a single effect), one PARTIAL (the budget spent before
+/// the follow-up could charge it, completed once it is raised), one held by the kill switch.
+/// Returns the status queries made (replays of their keys, which the panel counts).
+async fn supplier(lab: &Lab, root: &Client, app: &Client, id_a: &str, check: &mut Checks) -> Result<i64> {
+    use crate::dispatch;
+    use std::time::Duration;
+    use toolgate_fake_erp::{Config, Fault, Matcher, Settings};
+
+    let settings =
+        Settings { per_second: 0, per_minute: 0, async_delay: Duration::from_millis(50), ..Settings::default() };
+    let erp = toolgate_fake_erp::start("127.0.0.1:0".parse()?, Config { settings, refresh_token: None }).await?;
+    root.batch_execute(SUPPLIER).await?;
+    let token_file = lab.keys_dir.join("supplier-refresh-token");
+    std::fs::write(&token_file, erp.refresh_token())?;
+    root.execute("SELECT toolgate.add_erp_endpoint('supplier', $1, 'refresh_token')", &[&erp.base_url()]).await?;
+    root.batch_execute(&format!(
+        "SET ROLE toolgate_admin;
+         SELECT toolgate.set_policy('shopping-a', '{SUPPLIER_TOOL}', allowed => true, roles => ARRAY['supervisor'],
+                                    tier => 0, max_value => 900, max_calls_per_conversation => 10);
+         RESET ROLE;
+         DO $$ BEGIN CREATE ROLE toolgate_demo_dispatcher LOGIN IN ROLE toolgate_dispatcher;
+         EXCEPTION WHEN duplicate_object THEN NULL; END $$;"
+    ))
+    .await?;
+    println!("    supplier ERP on {}; endpoint `supplier`, tool {SUPPLIER_TOOL} (PENDING at the call)", erp.base_url());
+    let options = dispatch::Options {
+        database: format!(
+            "host={} port={} user=toolgate_demo_dispatcher dbname={}",
+            lab.server.host, lab.server.port, lab.dbname
+        ),
+        refresh_token_file: Some(token_file),
+        timeout: Duration::from_secs(5),
+        retry_delay: Duration::from_secs(1),
+        ..dispatch::Options::default()
+    };
+    let order = |part: &str, quantity: i64, key: &str| {
+        let args = json!({"order_id": "741", "part_id": part, "quantity": quantity, "cost_center": "CC-MANUT",
+                          "idempotency_key": key});
+        async move {
+            db::json(app, "SELECT toolgate.call($1, 'conv-supplier', $2, $3)", &[&id_a, &SUPPLIER_TOOL, &args]).await
+        }
+    };
+    let dispatched = |label: &'static str| {
+        let options = options.clone();
+        async move {
+            let report = dispatch::run(&options).await?;
+            let mut outcomes: Vec<String> = report.settled.iter().map(|(o, n)| format!("{o} {n}")).collect();
+            outcomes.sort();
+            println!("    toolgate dispatch ({label}): claimed {}, settled {}", report.claimed, outcomes.join(", "));
+            Result::<_>::Ok(report)
+        }
+    };
+    let at_erp = |key: &str| {
+        let by_key = &erp.effects()["by_key"][format!("shopping-a:{SUPPLIER_TOOL}:{key}")];
+        by_key["effects"].as_i64().unwrap_or(0)
+    };
+    let mut status_queries = 0;
+
+    let r = order("F-200", 4, "supplier-741-applied").await?;
+    show("order 4 × F-200", &r);
+    let queued = verdict(&r) == ("PENDING".into(), String::new()) && erp.effects()["writes_received"] == 0;
+    let report = dispatched("the supplier answers").await?;
+    let r = order("F-200", 4, "supplier-741-applied").await?;
+    status_queries += 1;
+    show("the same key again (the status query)", &r);
+    check.that(
+        "applied: PENDING at the call, nothing sent before it committed, done once by the supplier, the status query says SUCCEEDED",
+        queued
+            && report.count("SUCCEEDED") == 1
+            && at_erp("supplier-741-applied") == 1
+            && verdict(&r) == ("SUCCEEDED".into(), String::new())
+            && r["replayed"] == true,
+    );
+
+    erp.queue_fault(Fault::Drop, 1, Matcher::parse("POST /purchases").map_err(|e| e.to_string())?);
+    let r = order("F-200", 2, "supplier-741-lost-reply").await?;
+    show("order 2 × F-200", &r);
+    let report = dispatched("the supplier applies it and the connection drops").await?;
+    let sent = erp.effects()["writes_received"].as_i64().unwrap_or(0);
+    check.that(
+        "lost reply: reconciled by asking the supplier for the key, one effect, never sent twice",
+        report.count("SUCCEEDED") == 1 && at_erp("supplier-741-lost-reply") == 1 && sent == 2,
+    );
+
+    let r = order("F-200", 6, "supplier-741-partial").await?;
+    show("order 6 × F-200", &r);
+    root.batch_execute(
+        "UPDATE maintenance.cost_centers SET budget = spent WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+    )
+    .await?;
+    println!("    finance freezes CC-MANUT (budget = what is spent) before the dispatcher runs");
+    let report = dispatched("the supplier takes it; the budget cannot be charged").await?;
+    let r = order("F-200", 6, "supplier-741-partial").await?;
+    status_queries += 1;
+    show("the same key again (the status query)", &r);
+    println!("    {}", r["content"][0]["text"].as_str().unwrap_or_default());
+    check.that(
+        "PARTIAL: the supplier has the order, the follow-up here is not done, and it is not an error",
+        report.count("PARTIAL") == 1
+            && at_erp("supplier-741-partial") == 1
+            && verdict(&r) == ("PARTIAL".into(), String::new())
+            && r["isError"] == false,
+    );
+
+    root.batch_execute(
+        "UPDATE maintenance.cost_centers SET budget = 2000.00 WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+    )
+    .await?;
+    println!("    finance restores CC-MANUT's budget");
+
+    let r = order("F-200", 1, "supplier-741-held").await?;
+    show("order 1 × F-200", &r);
+    root.batch_execute(&format!("SELECT toolgate.set_writes_enabled(false, '{SUPPLIER_TOOL}')")).await?;
+    println!("    writes to {SUPPLIER_TOOL} turned off (toolgate.set_writes_enabled)");
+    // Past the retry delay: the PARTIAL one is due again, and held too.
+    tokio::time::sleep(options.retry_delay + Duration::from_millis(200)).await;
+    let report = dispatched("writes off").await?;
+    check.that(
+        "held by the kill switch: nothing claimed, nothing sent, no follow-up run while writes are off",
+        report.claimed == 0 && at_erp("supplier-741-held") == 0 && erp.effects()["writes_received"] == 3,
+    );
+
+    root.batch_execute(&format!("SELECT toolgate.set_writes_enabled(true, '{SUPPLIER_TOOL}')")).await?;
+    println!("    writes back on");
+    let report = dispatched("later").await?;
+    let r = order("F-200", 6, "supplier-741-partial").await?;
+    status_queries += 1;
+    show("the PARTIAL one's key again", &r);
+    let effects = erp.effects();
+    let spent: String = root
+        .query_one(
+            "SELECT spent::text FROM maintenance.cost_centers WHERE tenant_id = 'shopping-a' AND cost_center = 'CC-MANUT'",
+            &[],
+        )
+        .await?
+        .get(0);
+    let settled = db::count(root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED'", &[]).await?;
+    println!(
+        "    supplier: {} writes received, {} effects; outbox: {settled} SUCCEEDED; CC-MANUT spent {spent}",
+        effects["writes_received"], effects["effects"]
+    );
+    check.that(
+        "later: the PARTIAL one finished without asking the supplier again, the held one sent once",
+        report.count("SUCCEEDED") == 2
+            && verdict(&r) == ("SUCCEEDED".into(), String::new())
+            && at_erp("supplier-741-partial") == 1
+            && at_erp("supplier-741-held") == 1,
+    );
+    check.that(
+        "the supplier's effects equal the intents settled SUCCEEDED (4), each charged once here",
+        effects["effects"] == 4 && effects["writes_received"] == 4 && settled == 4 && spent == "692.50",
+    );
+    Ok(status_queries)
 }

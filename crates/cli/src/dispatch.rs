@@ -13,7 +13,8 @@
 //!   still pending then: UNCERTAIN, and the next attempt asks the ERP by key first;
 //! - any other `2xx`: SUCCEEDED, with the ERP's answer;
 //! - `401`: the access token is refreshed (one refresh for any number of requests that met the
-//!   same stale token in this process) and the request sent again;
+//!   same stale token, in this process and in every other dispatcher: `toolgate.erp_credentials`)
+//!   and the request sent again;
 //! - `429`: it waits `Retry-After` and sends again, a bounded number of times;
 //! - another `4xx`: the ERP's business refusal, REJECTED `erp_rejected`, never retried;
 //! - no connection: nothing was sent, PENDING, tried again later with the same key;
@@ -27,13 +28,20 @@
 //! After `max_attempts` attempts an intent still PENDING or UNCERTAIN is settled DEAD (the ledger
 //! answers UNCERTAIN; a person reconciles it).
 //!
+//! A PARTIAL intent (the ERP did its part and the tool's finish function has not: it failed at
+//! the settlement) is claimed again after the retry delay and settled SUCCEEDED again without a
+//! word to the ERP: `settle_outbox` runs the finish function once more, with the ERP's answer it
+//! kept. It is never dead-lettered: it stays on the panel (`partial_results`) until it is done.
+//!
 //! The ERP's conventions this first version knows (those of `toolgate-fake-erp`, seed 004's ERP):
 //! `POST /oauth/token` (`grant_type=refresh_token`, the refresh token rotating on every use), the
 //! state query `GET /requests/{key}` and the protocol `GET /protocols/{protocol}`, all under the
 //! endpoint's base URL; `http` only (`https` is refused, the intent dead-lettered after its
-//! attempts). One refresh token (`--refresh-token-file`, rewritten on every rotation) serves every
-//! endpoint whose `auth_kind` is `bearer` or `refresh_token`; the single refresh for concurrent
-//! `401`s holds within one process, not across dispatchers.
+//! attempts). The credentials of an endpoint whose `auth_kind` is `bearer` or `refresh_token` are
+//! kept in the database, shared by every dispatcher (`toolgate.erp_credentials`, which no role
+//! reads: `erp_access_token`, `erp_refresh_begin` and `erp_refresh_end` are the dispatcher's way
+//! in); `--refresh-token-file` seeds an endpoint's the first time and is rewritten on every
+//! rotation too, so it always holds the current refresh token.
 
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -110,6 +118,7 @@ struct Intent {
     tenant: String,
     tool: String,
     key: String,
+    endpoint: String,
     base_url: String,
     auth_kind: String,
     per_second: Option<i32>,
@@ -117,6 +126,8 @@ struct Intent {
     request: Value,
     attempts: i32,
     sent_before: bool,
+    /// `PARTIAL`: the ERP did its part, only the tool's finish function is left.
+    state: String,
 }
 
 impl Intent {
@@ -171,11 +182,13 @@ fn settled(outcome: &'static str, reply: Value) -> Settlement {
     Settlement { outcome, reply }
 }
 
-/// The access token, and how many times it was refreshed (a request that met a stale token
-/// refreshes only if nobody did since).
+/// An endpoint's access token as this process knows it, and its generation: how many times the
+/// endpoint's credentials were refreshed, by any dispatcher (`toolgate.erp_credentials`). A
+/// request that met a stale token refreshes only if nobody did since.
+#[derive(Default)]
 struct Token {
     access: Option<String>,
-    generation: u64,
+    generation: i64,
 }
 
 /// Requests sent per endpoint, for its windows.
@@ -183,23 +196,33 @@ type Sent = HashMap<String, VecDeque<Instant>>;
 
 struct Dispatcher {
     db: Client,
+    /// A connection of its own for the credentials: a refresh holds their row's lock in a
+    /// transaction while it trades the refresh token at the ERP.
+    credentials: Mutex<Client>,
     opts: Options,
-    token: Mutex<Token>,
+    /// Per endpoint.
+    tokens: Mutex<HashMap<String, Token>>,
     sent: Mutex<Sent>,
 }
 
 /// Run as `opts` says: drain once, or poll until the process is stopped.
 pub async fn run(opts: &Options) -> Result<Report> {
     let db = db::connect_to(&opts.database).await?;
+    let credentials = Mutex::new(db::connect_to(&opts.database).await?);
     let dispatcher = Arc::new(Dispatcher {
         db,
+        credentials,
         opts: opts.clone(),
-        token: Mutex::new(Token { access: None, generation: 0 }),
+        tokens: Mutex::new(HashMap::new()),
         sent: Mutex::new(HashMap::new()),
     });
     let mut report = Report::default();
+    // Drained once: the run stops when a batch brings no intent it has not claimed before (one
+    // due again at once, after a retry delay of zero or a finish that keeps failing, is tried at
+    // most once more).
+    let mut seen = std::collections::HashSet::new();
     loop {
-        let n = dispatcher.clone().batch(&mut report).await?;
+        let n = dispatcher.clone().batch(&mut report, &mut seen).await?;
         if n == 0 {
             if opts.once {
                 return Ok(report);
@@ -210,13 +233,19 @@ pub async fn run(opts: &Options) -> Result<Report> {
 }
 
 impl Dispatcher {
-    /// Claim one batch and settle every intent of it; the number claimed.
-    async fn batch(self: Arc<Self>, report: &mut Report) -> Result<usize> {
+    /// Claim one batch and settle every intent of it; the number claimed not `seen` before (a
+    /// run that drains once stops when a batch brings nothing new).
+    async fn batch(
+        self: Arc<Self>,
+        report: &mut Report,
+        seen: &mut std::collections::HashSet<String>,
+    ) -> Result<usize> {
         let rows = self
             .db
             .query(
                 "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
-                 attempts, sent_before FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
+                 attempts, sent_before, state, endpoint \
+                 FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
                 &[&self.opts.batch, &self.opts.lease.as_secs_f64()],
             )
             .await?;
@@ -233,17 +262,29 @@ impl Dispatcher {
                 request: r.get(7),
                 attempts: r.get(8),
                 sent_before: r.get(9),
+                state: r.get(10),
+                endpoint: r.get(11),
             })
             .collect();
-        let claimed = intents.len();
-        report.claimed += claimed;
+        report.claimed += intents.len();
+        let mut claimed = 0;
+        for intent in &intents {
+            if seen.insert(format!("{}\u{1f}{}\u{1f}{}", intent.tenant, intent.tool, intent.key)) || !self.opts.once {
+                claimed += 1;
+            }
+        }
         let gate = Arc::new(Semaphore::new(self.opts.concurrency.max(1)));
         let mut tasks = tokio::task::JoinSet::new();
         for intent in intents {
             let (me, gate) = (self.clone(), gate.clone());
             tasks.spawn(async move {
                 let _permit = gate.acquire_owned().await;
-                let settlement = me.deliver(&intent).await;
+                // The ERP has it: nothing is sent, the settlement runs the finish function again.
+                let settlement = if intent.state == "PARTIAL" {
+                    settled("SUCCEEDED", Value::Null)
+                } else {
+                    me.deliver(&intent).await
+                };
                 me.settle(&intent, settlement).await
             });
         }
@@ -261,18 +302,22 @@ impl Dispatcher {
         }
     }
 
+    /// Settle `intent`; the outcome it was settled with (PARTIAL when the ERP did it and the
+    /// tool's finish function did not).
     async fn settle(&self, intent: &Intent, s: Settlement) -> Result<String> {
         let outcome = match s.outcome {
             "PENDING" | "UNCERTAIN" if intent.attempts >= self.opts.max_attempts => "DEAD",
             other => other,
         };
-        self.db
-            .execute(
-                "SELECT toolgate.settle_outbox($1, $2, $3, $4, $5, pg_catalog.make_interval(secs => $6))",
+        let row = self
+            .db
+            .query_one(
+                "SELECT toolgate.settle_outbox($1, $2, $3, $4, $5, pg_catalog.make_interval(secs => $6))->>'outcome'",
                 &[&intent.tenant, &intent.tool, &intent.key, &outcome, &s.reply, &self.opts.retry_delay.as_secs_f64()],
             )
             .await?;
-        Ok(outcome.to_string())
+        let stored: Option<String> = row.get(0);
+        Ok(if stored.as_deref() == Some("PARTIAL") { "PARTIAL" } else { outcome }.to_string())
     }
 
     /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.
@@ -291,38 +336,91 @@ impl Dispatcher {
         erp.send().await
     }
 
-    /// The access token for `intent`'s endpoint (refreshed if there is none yet), and its generation.
+    /// The access token for `intent`'s endpoint and its generation: this process's, else the one
+    /// another dispatcher stored, else a new one (refreshed).
     async fn access(
         &self,
         intent: &Intent,
         addr: SocketAddr,
         prefix: &str,
-    ) -> std::result::Result<(Option<String>, u64), String> {
+    ) -> std::result::Result<(Option<String>, i64), String> {
         if intent.auth_kind == "none" {
             return Ok((None, 0));
         }
-        let mut token = self.token.lock().await;
+        let mut tokens = self.tokens.lock().await;
+        let token = tokens.entry(intent.endpoint.clone()).or_default();
         if token.access.is_none() {
-            self.refresh(&mut token, addr, prefix).await?;
+            let row = self
+                .db
+                .query_one("SELECT access_token, generation FROM toolgate.erp_access_token($1)", &[&intent.endpoint])
+                .await
+                .map_err(|e| {
+                    let why = e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string());
+                    format!("the endpoint's credentials: {why}")
+                })?;
+            (token.access, token.generation) = (row.get(0), row.get(1));
+        }
+        if token.access.is_none() {
+            self.refresh(token, &intent.endpoint, addr, prefix).await?;
         }
         Ok((token.access.clone(), token.generation))
     }
 
     /// After a 401 with the token of `generation`: refresh, unless someone did meanwhile.
-    async fn refreshed(&self, generation: u64, addr: SocketAddr, prefix: &str) -> std::result::Result<(), String> {
-        let mut token = self.token.lock().await;
+    async fn refreshed(
+        &self,
+        endpoint: &str,
+        generation: i64,
+        addr: SocketAddr,
+        prefix: &str,
+    ) -> std::result::Result<(), String> {
+        let mut tokens = self.tokens.lock().await;
+        let token = tokens.entry(endpoint.to_string()).or_default();
         if token.generation != generation {
             return Ok(());
         }
-        self.refresh(&mut token, addr, prefix).await
+        self.refresh(token, endpoint, addr, prefix).await
     }
 
-    /// `POST /oauth/token` with the refresh token of the file; the new one is written back before
-    /// the access token is used (the old one no longer works).
-    async fn refresh(&self, token: &mut Token, addr: SocketAddr, prefix: &str) -> std::result::Result<(), String> {
-        let file = self.opts.refresh_token_file.as_deref().ok_or("the endpoint needs a token: --refresh-token-file")?;
-        let current =
-            std::fs::read_to_string(file).map_err(|e| format!("the refresh token file is unreadable: {e}"))?;
+    /// One refresh for every dispatcher: under the lock of the endpoint's credentials
+    /// (`toolgate.erp_refresh_begin`, seeded from `--refresh-token-file` the first time), unless
+    /// another dispatcher refreshed since `token` was read, when its access token is taken
+    /// instead, `POST /oauth/token` with the current refresh token; the rotated one is written to
+    /// the file (if any) and stored with the new access token (`erp_refresh_end`) before the lock
+    /// is released and the access token used (the old refresh token no longer works).
+    async fn refresh(
+        &self,
+        token: &mut Token,
+        endpoint: &str,
+        addr: SocketAddr,
+        prefix: &str,
+    ) -> std::result::Result<(), String> {
+        let file = self.opts.refresh_token_file.as_deref();
+        let seed = match file {
+            Some(file) => {
+                Some(std::fs::read_to_string(file).map_err(|e| format!("the refresh token file is unreadable: {e}"))?)
+            }
+            None => None,
+        };
+        let db_error = |e: tokio_postgres::Error| {
+            format!("the endpoint's credentials: {}", e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string()))
+        };
+        let mut credentials = self.credentials.lock().await;
+        let tx = credentials.transaction().await.map_err(db_error)?;
+        let row = tx
+            .query_one(
+                "SELECT refresh_token, access_token, generation FROM toolgate.erp_refresh_begin($1, $2, $3)",
+                &[&endpoint, &token.generation, &seed],
+            )
+            .await
+            .map_err(db_error)?;
+        let (current, stored, generation): (Option<String>, Option<String>, i64) = (row.get(0), row.get(1), row.get(2));
+        let Some(current) = current else {
+            // Refreshed by another dispatcher meanwhile.
+            tx.commit().await.map_err(db_error)?;
+            (token.access, token.generation) = (stored, generation);
+            return Ok(());
+        };
         let form = format!("grant_type=refresh_token&refresh_token={}", encode(current.trim()));
         let reply = client::call(
             addr,
@@ -338,9 +436,15 @@ impl Dispatcher {
         let (Some(access), Some(next)) = (body["access_token"].as_str(), body["refresh_token"].as_str()) else {
             return Err(format!("token endpoint answered {} {}", reply.status, body["error"].as_str().unwrap_or("")));
         };
-        write_secret(file, next).map_err(|e| format!("cannot write the refresh token file: {e}"))?;
-        token.access = Some(access.to_string());
-        token.generation += 1;
+        if let Some(file) = file {
+            write_secret(file, next).map_err(|e| format!("cannot write the refresh token file: {e}"))?;
+        }
+        let row = tx
+            .query_one("SELECT toolgate.erp_refresh_end($1, $2, $3)", &[&endpoint, &next, &access])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        (token.access, token.generation) = (Some(access.to_string()), row.get(0));
         Ok(())
     }
 
@@ -421,7 +525,10 @@ impl Erp<'_> {
         loop {
             let (token, generation) = match self.d.access(self.intent, self.addr, &self.prefix).await {
                 Ok(t) => t,
-                Err(e) => return Err(CallError::Broken(format!("no access token: {e}"))),
+                Err(e) => {
+                    eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
+                    return Err(CallError::Broken(format!("no access token: {e}")));
+                }
             };
             let bearer = token.map(|t| format!("Bearer {t}"));
             let mut headers: Vec<(&str, &str)> = Vec::new();
@@ -447,7 +554,8 @@ impl Erp<'_> {
             match reply.status {
                 401 if !refreshed && self.intent.auth_kind != "none" => {
                     refreshed = true;
-                    if let Err(e) = self.d.refreshed(generation, self.addr, &self.prefix).await {
+                    if let Err(e) = self.d.refreshed(&self.intent.endpoint, generation, self.addr, &self.prefix).await {
+                        eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
                         return Err(CallError::Broken(format!("no access token: {e}")));
                     }
                 }
@@ -567,6 +675,7 @@ mod tests {
             tenant: "t1".into(),
             tool: "order_part".into(),
             key: "k 1".into(),
+            endpoint: "erp".into(),
             base_url: String::new(),
             auth_kind: "none".into(),
             per_second: None,
@@ -574,6 +683,7 @@ mod tests {
             request: Value::Null,
             attempts: 1,
             sent_before: false,
+            state: "PENDING".into(),
         };
         assert_eq!(intent.erp_key(), "t1:order_part:k%201");
     }
