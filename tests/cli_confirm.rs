@@ -6,24 +6,10 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use toolgate_cli::db;
 use toolgate_cli::fixture::{Lab, APP};
-
-/// The `toolgate` command: TOOLGATE_BIN (scripts/test.sh exports it), or the one beside this test
-/// (scripts/mutants.sh copies both into one directory), or cargo's target/debug/toolgate (cargo
-/// does not build another package's binaries for a test: `cargo build -p toolgate-cli` first).
-fn toolgate() -> PathBuf {
-    if let Some(bin) = std::env::var_os("TOOLGATE_BIN").filter(|b| !b.is_empty()) {
-        return bin.into();
-    }
-    let exe = std::env::current_exe().expect("the test's own path");
-    let candidates: Vec<PathBuf> = exe.ancestors().skip(1).take(2).map(|dir| dir.join("toolgate")).collect();
-    candidates.iter().find(|p| p.is_file()).cloned().unwrap_or_else(|| {
-        panic!("no toolgate command in {candidates:?}: build it (cargo build -p toolgate-cli) or set TOOLGATE_BIN")
-    })
-}
 
 /// `toolgate confirm` with `args`, TOOLGATE_IDENTITY_TOKEN and TOOLGATE_DATABASE_URL set to `env`
 /// (or removed).

@@ -434,3 +434,62 @@ async fn a_failed_finish_is_partial_and_a_later_run_finishes_without_resending()
     s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
     assert_eq!(s.dispatch().await.claimed, 0);
 }
+
+#[tokio::test]
+async fn a_dispatcher_killed_mid_send_loses_nothing_and_duplicates_nothing() {
+    let s = setup("dispatch_killed").await;
+    const N: usize = 24;
+    for i in 1..=N {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("killed-key-{i}")).await), ("PENDING", "-"));
+    }
+    // Every write is applied 400 ms after it arrives, whether or not anyone still waits for it.
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(400)), N as u32, Matcher::parse("POST /purchases").unwrap());
+    let o = s.options();
+    let mut child = std::process::Command::new(toolgate())
+        .args(["dispatch", "--batch", "8", "--concurrency", "4", "--poll", "0.2", "--retry-delay", "0.5"])
+        .args(["--lease", "2", "--timeout", "5", "--database", &o.database])
+        .arg("--refresh-token-file")
+        .arg(&s.token_file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("toolgate dispatch starts");
+    // Killed while requests are in flight: some applied with nobody to hear the answer.
+    for _ in 0..200 {
+        if s.erp("writes_received") >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().unwrap();
+    let sent_before = s.erp("writes_received");
+    assert!((1..N as i64).contains(&sent_before), "killed mid-run: {sent_before} of {N} sent");
+
+    // Another dispatcher takes over once the dead one's leases end; what may have been sent is
+    // asked for by key first.
+    let mut takeover = o.clone();
+    takeover.retry_delay = Duration::from_millis(200);
+    let mut final_states = 0;
+    for _ in 0..60 {
+        dispatch::run(&takeover).await.expect("the dispatcher runs");
+        final_states =
+            count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state IN ('SUCCEEDED', 'REJECTED', 'DEAD')")
+                .await;
+        if final_states == N as i64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(final_states, N as i64, "0 lost intents");
+    let effects = s.erp.effects();
+    for (key, state) in effects["by_key"].as_object().unwrap() {
+        assert_eq!(state["effects"], 1, "0 duplicates: {key}: {state}");
+    }
+    assert_eq!(effects["effects"], N, "{effects}");
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED'").await, N as i64);
+    assert_eq!(s.dispatch_audit("SUCCEEDED").await, N as i64, "each intent settled SUCCEEDED once");
+    for i in 1..=N {
+        let status = s.call(&format!("o{i}"), &format!("killed-key-{i}")).await;
+        assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
+    }
+}

@@ -64,3 +64,17 @@ pub async fn refused(client: &Client, sql: &str) -> SqlState {
         Err(e) => e.code().cloned().unwrap_or_else(|| panic!("{sql}: {e}")),
     }
 }
+
+/// The `toolgate` command: TOOLGATE_BIN (scripts/test.sh exports it), or the one beside this test
+/// (scripts/mutants.sh copies both into one directory), or cargo's target/debug/toolgate (cargo
+/// does not build another package's binaries for a test: `cargo build -p toolgate-cli` first).
+pub fn toolgate() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TOOLGATE_BIN").filter(|b| !b.is_empty()) {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    let candidates: Vec<PathBuf> = exe.ancestors().skip(1).take(2).map(|dir| dir.join("toolgate")).collect();
+    candidates.iter().find(|p| p.is_file()).cloned().unwrap_or_else(|| {
+        panic!("no toolgate command in {candidates:?}: build it (cargo build -p toolgate-cli) or set TOOLGATE_BIN")
+    })
+}

@@ -205,8 +205,26 @@ struct Dispatcher {
     sent: Mutex<Sent>,
 }
 
-/// Run as `opts` says: drain once, or poll until the process is stopped.
+/// Run as `opts` says: drain once (an error ends the run), or poll until the process is stopped
+/// (an error, say the database restarting, is reported on standard error, and the dispatcher
+/// connects again after `poll` and goes on: what it had claimed and not settled is claimed again
+/// once its lease ends, and reconciled first).
 pub async fn run(opts: &Options) -> Result<Report> {
+    let mut report = Report::default();
+    loop {
+        match drain(opts, &mut report).await {
+            Ok(()) => return Ok(report),
+            Err(e) if opts.once => return Err(e),
+            Err(e) => {
+                eprintln!("toolgate dispatch: {e}; connecting again in {:.1} s", opts.poll.as_secs_f64());
+                tokio::time::sleep(opts.poll).await;
+            }
+        }
+    }
+}
+
+/// One connection's run: `run` without the reconnection.
+async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let db = db::connect_to(&opts.database).await?;
     let credentials = Mutex::new(db::connect_to(&opts.database).await?);
     let dispatcher = Arc::new(Dispatcher {
@@ -216,16 +234,15 @@ pub async fn run(opts: &Options) -> Result<Report> {
         tokens: Mutex::new(HashMap::new()),
         sent: Mutex::new(HashMap::new()),
     });
-    let mut report = Report::default();
     // Drained once: the run stops when a batch brings no intent it has not claimed before (one
     // due again at once, after a retry delay of zero or a finish that keeps failing, is tried at
     // most once more).
     let mut seen = std::collections::HashSet::new();
     loop {
-        let n = dispatcher.clone().batch(&mut report, &mut seen).await?;
+        let n = dispatcher.clone().batch(report, &mut seen).await?;
         if n == 0 {
             if opts.once {
-                return Ok(report);
+                return Ok(());
             }
             tokio::time::sleep(opts.poll).await;
         }

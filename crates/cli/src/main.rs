@@ -117,7 +117,8 @@ enum Command {
     /// Logs in as a member of toolgate_dispatcher.
     #[command(after_help = "Exit status:\n  \
         0  every intent claimed was settled (--once: nothing due is left)\n  \
-        2  a usage error, no connection or an SQL error")]
+        2  a usage error, no connection or an SQL error (--once; polling, the dispatcher says so\n     \
+           on standard error, connects again and goes on)")]
     Dispatch {
         /// The dispatcher login's libpq conninfo or URL [default: the environment variable
         /// TOOLGATE_DATABASE_URL].
@@ -147,9 +148,14 @@ enum Command {
         /// Attempts before an intent is dead-lettered (DEAD; the ledger answers UNCERTAIN).
         #[arg(long, default_value_t = 8)]
         max_attempts: i32,
-        /// Seconds before an intent left PENDING or UNCERTAIN is tried again.
+        /// Seconds before an intent left PENDING, UNCERTAIN or PARTIAL is tried again.
         #[arg(long, default_value_t = 30.0)]
         retry_delay: f64,
+        /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
+        /// be claimed again (and reconciled first) after that, by any dispatcher. Longer than an
+        /// intent's delivery can take (--timeout, 429 waits, --settle-within).
+        #[arg(long, default_value_t = 300.0)]
+        lease: f64,
     },
     /// Replay seed 000's lab against a server with pg_toolgate installed.
     Demo {
@@ -307,6 +313,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             settle_within,
             max_attempts,
             retry_delay,
+            lease,
         } => {
             let env = std::env::var(confirm::DATABASE_ENV).ok();
             let secs = |s: f64| std::time::Duration::try_from_secs_f64(s).map_err(|e| format!("a duration: {e}"));
@@ -321,7 +328,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 settle_within: secs(settle_within)?,
                 max_attempts,
                 retry_delay: secs(retry_delay)?,
-                ..dispatch::Options::default()
+                lease: secs(lease)?,
             };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let report = runtime.block_on(dispatch::run(&opts))?;
