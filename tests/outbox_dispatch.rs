@@ -493,3 +493,108 @@ async fn a_dispatcher_killed_mid_send_loses_nothing_and_duplicates_nothing() {
         assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
     }
 }
+
+/// The load invariants, for the outbox: 32 client connections call the outbox tool (a quarter of
+/// the calls retry a key already used: the status query) while two dispatchers poll side by side
+/// and the ERP drops, delays and fails some requests; then, with every intent final, each key
+/// was enqueued once, settled once, done once by the ERP, and the ledger, the outbox, the audit
+/// and the ERP's own count agree. OUTBOX_LOAD_CALLS sets the calls (default 640; the docs' long
+/// run: 20000).
+#[tokio::test]
+async fn two_dispatchers_and_32_clients_settle_each_intent_exactly_once() {
+    let s = setup("dispatch_load").await;
+    let calls: usize = std::env::var("OUTBOX_LOAD_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(640);
+    const CLIENTS: usize = 32;
+    let post = || Matcher::parse("POST /purchases").unwrap();
+    s.erp.queue_fault(Fault::Drop, 12, post());
+    s.erp.queue_fault(Fault::InternalError, 12, post());
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(2500)), 6, post());
+    let mut o = s.options();
+    (o.once, o.poll, o.retry_delay, o.lease, o.batch) =
+        (false, Duration::from_millis(100), Duration::from_millis(300), Duration::from_secs(10), 16);
+    let dispatchers = [tokio::spawn(dispatch::run_owned(o.clone())), tokio::spawn(dispatch::run_owned(o.clone()))];
+
+    let started = std::time::Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..CLIENTS {
+        let app = s.lab.connect(APP).await.unwrap();
+        let who = s.lab.supervisor_a();
+        let per_client = calls / CLIENTS + usize::from(c < calls % CLIENTS);
+        clients.spawn(async move {
+            let mut seen = Vec::new();
+            for i in 0..per_client {
+                // Every fourth call retries one of this client's keys (same arguments).
+                let n = if i % 4 == 3 && !seen.is_empty() { seen[i % seen.len()] } else { i };
+                let key = format!("load-{c}-{n}");
+                let args = json!({"order_id": format!("o{}", 1 + (c + n) % 40), "part": "filter", "quantity": 1,
+                                  "idempotency_key": key});
+                let reply = toolgate_cli::db::json(
+                    &app,
+                    "SELECT toolgate.call($1, $2, $3, $4)",
+                    &[&who, &format!("conv-load-{c}"), &TOOL, &args],
+                )
+                .await
+                .unwrap();
+                let verdict = reply["outcome"].as_str().unwrap_or_default().to_string();
+                assert!(["PENDING", "SUCCEEDED", "UNCERTAIN"].contains(&verdict.as_str()), "{reply}");
+                assert_eq!(reply["replayed"] == true, n != i, "only a key used before replays: {reply}");
+                if n == i {
+                    seen.push(i);
+                }
+            }
+            seen.len()
+        });
+    }
+    let mut keys = 0;
+    while let Some(done) = clients.join_next().await {
+        keys += done.unwrap();
+    }
+    let called = started.elapsed();
+    // Everything final: the dispatchers go on until then (bounded).
+    let mut open = i64::MAX;
+    for _ in 0..600 {
+        open =
+            count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state NOT IN ('SUCCEEDED', 'REJECTED', 'DEAD')")
+                .await;
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for d in dispatchers {
+        d.abort();
+    }
+    let keys = keys as i64;
+    let effects = s.erp.effects();
+    println!(
+        "outbox load: {calls} calls over {CLIENTS} connections in {:.1} s, {keys} keys; ERP: {} writes received, \
+         {} effects, {} faults fired",
+        called.as_secs_f64(),
+        effects["writes_received"],
+        effects["effects"],
+        effects["faults_fired"]
+    );
+    assert_eq!(open, 0, "every intent final");
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox").await, keys, "each key enqueued once");
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED'").await, keys);
+    assert_eq!(effects["effects"], keys, "the ERP did each once: {effects}");
+    for (key, state) in effects["by_key"].as_object().unwrap() {
+        assert_eq!(state["effects"], 1, "0 duplicates: {key}: {state}");
+    }
+    assert_eq!(s.dispatch_audit("SUCCEEDED").await, keys, "each intent settled SUCCEEDED once");
+    assert_eq!(
+        count(
+            &s.root,
+            "SELECT count(*) FROM toolgate.ledger WHERE tool = 'erp_order' AND reply->>'outcome' = 'SUCCEEDED'"
+        )
+        .await,
+        keys,
+        "the status query answers SUCCEEDED for every key"
+    );
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'call' AND tool = 'erp_order'").await,
+        calls as i64,
+        "one audit row a call"
+    );
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.effects WHERE tool = 'erp_order'").await, keys);
+}

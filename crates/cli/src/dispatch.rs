@@ -223,6 +223,11 @@ pub async fn run(opts: &Options) -> Result<Report> {
     }
 }
 
+/// `run`, owning its options (for a spawned task).
+pub async fn run_owned(opts: Options) -> Result<Report> {
+    run(&opts).await
+}
+
 /// One connection's run: `run` without the reconnection.
 async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let db = db::connect_to(&opts.database).await?;
