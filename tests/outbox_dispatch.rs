@@ -6,150 +6,13 @@
 
 mod common;
 
+use common::outbox::*;
 use common::*;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::time::Duration;
-use tokio_postgres::Client;
-use toolgate_cli::dispatch::{self, Options, Report};
-use toolgate_cli::fixture::{Lab, APP};
-use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
-
-const TOOL: &str = "erp_order";
-const DISPATCHER: &str = "toolgate_it_dispatcher";
-
-/// A lab with an outbox tool `erp_order` bound to a fake ERP (refresh tokens, async protocol),
-/// orders o1..o40 of shopping-a, and a dispatcher login.
-struct Setup {
-    lab: Lab,
-    erp: FakeErp,
-    root: Client,
-    app: Client,
-    token_file: PathBuf,
-}
-
-async fn setup(name: &str) -> Setup {
-    let lab = lab(name).await;
-    let settings = Settings {
-        per_second: 0,
-        per_minute: 0,
-        async_delay: Duration::from_millis(50),
-        require_idempotency_key: true,
-        ..Settings::default()
-    };
-    let erp = toolgate_fake_erp::start("127.0.0.1:0".parse().unwrap(), Config { settings, refresh_token: None })
-        .await
-        .unwrap();
-    let token_file = lab.keys_dir.join("erp-refresh-token");
-    std::fs::create_dir_all(&lab.keys_dir).unwrap();
-    std::fs::write(&token_file, erp.refresh_token()).unwrap();
-    let root = lab.connect("postgres").await.unwrap();
-    root.batch_execute(&format!(
-        "DO $$ BEGIN CREATE ROLE {DISPATCHER} LOGIN IN ROLE toolgate_dispatcher; \
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-         DO $$ BEGIN CREATE ROLE it_remote_owner NOLOGIN; \
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-         CREATE SCHEMA remote AUTHORIZATION it_remote_owner;
-         SET ROLE it_remote_owner;
-         CREATE TABLE remote.orders (tenant_id text, id text, PRIMARY KEY (tenant_id, id));
-         INSERT INTO remote.orders SELECT 'shopping-a', 'o' || i FROM generate_series(1, 40) i;
-         CREATE FUNCTION remote.target(ctx jsonb, args jsonb) RETURNS jsonb
-         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
-             SELECT jsonb_build_object('id', o.id, 'tenant', o.tenant_id) FROM remote.orders o
-              WHERE o.tenant_id = ctx->>'tenant' AND o.id = args->>'order_id' FOR UPDATE
-         $f$;
-         CREATE FUNCTION remote.request(ctx jsonb, args jsonb) RETURNS jsonb
-         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
-             SELECT jsonb_build_object('method', 'POST', 'path', '/purchases',
-                                       'body', jsonb_build_object('tenant', ctx->>'tenant',
-                                                                  'order_id', ctx->'target'->>'id',
-                                                                  'part', args->>'part',
-                                                                  'quantity', (args->>'quantity')::int,
-                                                                  'value', '12.50'))
-         $f$;
-         REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA remote FROM PUBLIC;
-         RESET ROLE;
-         SET ROLE toolgate_admin;
-         SELECT toolgate.add_erp_endpoint('fake_erp', '{base}', 'refresh_token');
-         RESET ROLE;
-         SET client_min_messages = warning;
-         SELECT toolgate.define_outbox_tool('{TOOL}', 'Order a part from the ERP.',
-             '{{\"type\": \"object\", \"additionalProperties\": false,
-               \"required\": [\"order_id\", \"part\", \"quantity\", \"idempotency_key\"],
-               \"properties\": {{\"order_id\": {{\"type\": \"string\"}}, \"part\": {{\"type\": \"string\"}},
-                                \"quantity\": {{\"type\": \"integer\", \"minimum\": 1}},
-                                \"idempotency_key\": {{\"type\": \"string\", \"minLength\": 8}}}}}}',
-             false, 'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp');
-         SELECT toolgate.set_policy('shopping-a', '{TOOL}', allowed => true, roles => ARRAY['supervisor'], tier => 0);",
-        base = erp.base_url()
-    ))
-    .await
-    .unwrap();
-    let app = lab.connect(APP).await.unwrap();
-    Setup { lab, erp, root, app, token_file }
-}
-
-impl Setup {
-    fn options(&self) -> Options {
-        Options {
-            database: format!(
-                "host={} port={} user={DISPATCHER} dbname={}",
-                self.lab.server.host, self.lab.server.port, self.lab.dbname
-            ),
-            once: true,
-            refresh_token_file: Some(self.token_file.clone()),
-            timeout: Duration::from_secs(2),
-            settle_within: Duration::from_secs(5),
-            ..Options::default()
-        }
-    }
-
-    async fn dispatch(&self) -> Report {
-        dispatch::run(&self.options()).await.expect("the dispatcher runs")
-    }
-
-    /// `toolgate.call` of the outbox tool for order `order` with `key`.
-    async fn call(&self, order: &str, key: &str) -> Value {
-        let args = json!({"order_id": order, "part": "filter", "quantity": 2, "idempotency_key": key});
-        toolgate_cli::db::json(
-            &self.app,
-            "SELECT toolgate.call($1, 'conv-erp', $2, $3)",
-            &[&self.lab.supervisor_a(), &TOOL, &args],
-        )
-        .await
-        .unwrap()
-    }
-
-    /// The ERP's record for the gate's key `key`: (status, effects); ("-", 0) if it has none.
-    fn erp_key(&self, key: &str) -> (String, i64) {
-        let by_key = &self.erp.effects()["by_key"][format!("shopping-a:{TOOL}:{key}")];
-        (by_key["status"].as_str().unwrap_or("-").to_string(), by_key["effects"].as_i64().unwrap_or(0))
-    }
-
-    fn erp(&self, what: &str) -> i64 {
-        self.erp.effects()[what].as_i64().unwrap()
-    }
-
-    async fn outbox(&self, key: &str) -> (String, i32) {
-        let row = self
-            .root
-            .query_one("SELECT state, attempts FROM toolgate.outbox WHERE idempotency_key = $1", &[&key])
-            .await
-            .unwrap();
-        (row.get(0), row.get(1))
-    }
-
-    async fn dispatch_audit(&self, key_outcome: &str) -> i64 {
-        self.root
-            .query_one(
-                "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND tool = $1 AND outcome = $2",
-                &[&TOOL, &key_outcome],
-            )
-            .await
-            .unwrap()
-            .get(0)
-    }
-}
+use toolgate_cli::dispatch;
+use toolgate_cli::fixture::APP;
+use toolgate_fake_erp::{Fault, Matcher};
 
 #[tokio::test]
 async fn an_intent_is_delivered_once_and_the_retry_answers_succeeded() {
@@ -445,14 +308,7 @@ async fn a_dispatcher_killed_mid_send_loses_nothing_and_duplicates_nothing() {
     // Every write is applied 400 ms after it arrives, whether or not anyone still waits for it.
     s.erp.queue_fault(Fault::Late(Duration::from_millis(400)), N as u32, Matcher::parse("POST /purchases").unwrap());
     let o = s.options();
-    let mut child = std::process::Command::new(toolgate())
-        .args(["dispatch", "--batch", "8", "--concurrency", "4", "--poll", "0.2", "--retry-delay", "0.5"])
-        .args(["--lease", "2", "--timeout", "5", "--database", &o.database])
-        .arg("--refresh-token-file")
-        .arg(&s.token_file)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("toolgate dispatch starts");
+    let child = s.spawn_dispatcher(&["--retry-delay", "0.5"]);
     // Killed while requests are in flight: some applied with nobody to hear the answer.
     for _ in 0..200 {
         if s.erp("writes_received") >= 6 {
@@ -460,8 +316,7 @@ async fn a_dispatcher_killed_mid_send_loses_nothing_and_duplicates_nothing() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    child.kill().expect("SIGKILL");
-    child.wait().unwrap();
+    drop(child); // SIGKILL
     let sent_before = s.erp("writes_received");
     assert!((1..N as i64).contains(&sent_before), "killed mid-run: {sent_before} of {N} sent");
 

@@ -3,6 +3,8 @@
 // Allowed: every test binary includes this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod outbox;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use tokio_postgres::error::SqlState;
