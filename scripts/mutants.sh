@@ -22,7 +22,8 @@
 #
 # Environment: MUTANTS_TARGET_DIR (target/mutants; the tree copy lives inside it), MUTANTS_PG
 # (target/pg-mutants, the private PostgreSQL), MUTANTS_WORK (a new /tmp/pg_toolgate-mutants.XXXXXX,
-# removed at exit unless given), MUTANTS_PORT (first port tried, 54501). The harness is
+# removed at exit unless given), MUTANTS_PORT (first port tried, 54501), MUTANTS_IT (the `it`
+# suite's test files to run, e.g. "outbox_dispatch outbox_faults"; default every one). The harness is
 # scripts/lib.sh; the editing of the tree is mutants/apply.py.
 #
 # Exit: 0 every mutant caught; 1 a mutant survived; 2 the harness could not judge (the baseline
@@ -168,6 +169,7 @@ suite_it() {
     local failed=0 timed_out=0 b name rc out
     for b in "$bin"/it-*; do
         name=${b##*/it-}
+        [ -z "${MUTANTS_IT:-}" ] || [[ " $MUTANTS_IT " == *" $name "* ]] || continue
         out=$work/it-$name.out
         rc=0
         TOOLGATE_TEST_HOST=$work/pg/socket TOOLGATE_TEST_PORT=$port TOOLGATE_TEST_KEYS=$work/keys-it \

@@ -27,6 +27,11 @@ pub enum Fault {
     /// `reject-later:CODE`: a write is accepted (`200 PENDING`) and its protocol ends `REJECTED`
     /// with CODE instead of `DONE`; nothing is applied. Other requests are handled as usual.
     RejectLater(String),
+    /// `expire-tokens`: every access token issued so far expires now (revoked, or the ERP's
+    /// clock ran ahead). On `/oauth/token` after the refresh is handled: the refresh token rotates
+    /// and the access token answered is already expired. On any other request before it is
+    /// handled: `401 {"error": "invalid_token"}`, nothing applied.
+    ExpireTokens,
 }
 
 impl Fault {
@@ -51,10 +56,12 @@ impl Fault {
             ("drop-before", None) => Ok(Fault::DropBefore),
             ("500", None) => Ok(Fault::InternalError),
             ("503", None) => Ok(Fault::Unavailable),
+            ("expire-tokens", None) => Ok(Fault::ExpireTokens),
             ("refuse", arg) => code(arg).map(Fault::Refuse),
             ("reject-later", arg) => code(arg).map(Fault::RejectLater),
             _ => Err(format!(
-                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, refuse:CODE or reject-later:CODE"
+                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, refuse:CODE, reject-later:CODE or \
+                 expire-tokens"
             )),
         }
     }
@@ -70,6 +77,7 @@ impl fmt::Display for Fault {
             Fault::Unavailable => f.write_str("503"),
             Fault::Refuse(code) => write!(f, "refuse:{code}"),
             Fault::RejectLater(code) => write!(f, "reject-later:{code}"),
+            Fault::ExpireTokens => f.write_str("expire-tokens"),
         }
     }
 }
@@ -123,12 +131,19 @@ mod tests {
 
     #[test]
     fn faults_read_back_as_written() {
-        for text in
-            ["late:1500", "drop", "drop-before", "500", "503", "refuse:part_discontinued", "reject-later:no_stock"]
-        {
+        for text in [
+            "late:1500",
+            "drop",
+            "drop-before",
+            "500",
+            "503",
+            "refuse:part_discontinued",
+            "reject-later:no_stock",
+            "expire-tokens",
+        ] {
             assert_eq!(Fault::parse(text).unwrap().to_string(), text);
         }
-        for bad in ["late", "late:soon", "refuse", "refuse:", "404", "drop:1", ""] {
+        for bad in ["late", "late:soon", "refuse", "refuse:", "404", "drop:1", "expire-tokens:1", ""] {
             assert!(Fault::parse(bad).is_err(), "{bad:?} parsed");
         }
     }

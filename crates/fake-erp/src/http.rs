@@ -73,16 +73,17 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
             }
             let bearer = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
             if !state.authorized(bearer, now) {
-                let mut response = answer(401, json!({"error": "invalid_token"}));
-                response
-                    .headers_mut()
-                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
-                return response;
+                return invalid_token();
             }
         }
         let fault = header.or_else(|| state.take_fault(&method, &path));
         if fault.is_some() {
             state.fault_fired();
+        }
+        if fault == Some(Fault::ExpireTokens) && path != "/oauth/token" {
+            state.expire_access_tokens();
+            state.refused_token();
+            return invalid_token();
         }
         fault
     };
@@ -98,6 +99,12 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
         Some(Fault::DropBefore) => {
             conn.drop_without_answer();
             StatusCode::NO_CONTENT.into_response()
+        }
+        Some(Fault::ExpireTokens) => {
+            // Only /oauth/token gets here: the refresh is done, and its access token expires at once.
+            let response = next.run(req).await;
+            erp.lock().expire_access_tokens();
+            response
         }
         Some(Fault::Drop) => {
             let response = next.run(req).await;
@@ -126,6 +133,13 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
         Some(Fault::Refuse(code)) => answer(422, json!({"error": code})),
         Some(Fault::RejectLater(_)) => next.run(req).await,
     }
+}
+
+/// `401 {"error": "invalid_token"}` with its `WWW-Authenticate`.
+fn invalid_token() -> Response {
+    let mut response = answer(401, json!({"error": "invalid_token"}));
+    response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+    response
 }
 
 /// The token of an `Authorization: Bearer <token>` header value.
@@ -227,16 +241,16 @@ async fn create_purchase(State(erp): Erp, req: Request) -> Response {
 /// `GET /purchases?idempotency_key=K` is the state query by key; without it, every purchase.
 async fn purchases(State(erp): Erp, uri: Uri) -> Response {
     let pairs = form_pairs(uri.query().unwrap_or(""));
-    let state = erp.lock();
+    let mut state = erp.lock();
     match pairs.into_iter().find(|(n, _)| n == "idempotency_key") {
-        Some((_, key)) => answer(200, state.by_key(&key, Instant::now())),
+        Some((_, key)) => answer(200, state.query_key(&key, Instant::now())),
         None => answer(200, json!({"items": state.purchases(Instant::now())})),
     }
 }
 
 /// `GET /requests/{key}`: the state query by key.
 async fn request_state(State(erp): Erp, Path(key): Path<String>) -> Response {
-    answer(200, erp.lock().by_key(&key, Instant::now()))
+    answer(200, erp.lock().query_key(&key, Instant::now()))
 }
 
 /// `GET /protocols/{protocol}`.

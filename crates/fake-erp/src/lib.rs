@@ -111,6 +111,19 @@ impl FakeErp {
         self.shared.lock().queue_fault(fault, times, on);
     }
 
+    /// What `POST /_fake/expire-tokens` does: every access token expires now; how many there were.
+    pub fn expire_access_tokens(&self) -> usize {
+        self.shared.lock().expire_access_tokens()
+    }
+
+    /// What `PUT /_fake/config` does: change the settings `change` names; the settings now, or
+    /// what is wrong (nothing is changed then).
+    pub fn configure(&self, change: &serde_json::Value) -> Result<serde_json::Value, String> {
+        let mut state = self.shared.lock();
+        state.settings.update(change)?;
+        Ok(state.settings.to_json())
+    }
+
     /// What `POST /_fake/reset` does; returns the refresh token that works now.
     pub fn reset(&self) -> String {
         self.shared.reset()

@@ -165,6 +165,7 @@ struct Counts {
     unauthorized: u64,
     rate_limited: u64,
     writes_received: u64,
+    state_queries: u64,
     faults_fired: u64,
 }
 
@@ -219,6 +220,11 @@ impl State {
             self.counts.unauthorized += 1;
         }
         good
+    }
+
+    /// A request refused for its token (a fault that expired it), counted as `unauthorized`.
+    pub fn refused_token(&mut self) {
+        self.counts.unauthorized += 1;
     }
 
     /// Every access token expires now.
@@ -371,6 +377,12 @@ impl State {
         self.protocols.get(protocol).map(|i| self.purchase_state(&self.purchases[*i], now))
     }
 
+    /// The state query by key, answered to a client (counted as `state_queries`).
+    pub fn query_key(&mut self, key: &str, now: Instant) -> Value {
+        self.counts.state_queries += 1;
+        self.by_key(key, now)
+    }
+
     /// The state query by key: `NOT_FOUND`, `PENDING`, `DONE` with the result, or `REJECTED`
     /// with the error.
     pub fn by_key(&self, key: &str, now: Instant) -> Value {
@@ -453,6 +465,7 @@ impl State {
             "by_key": by_key,
             "by_order": by_order,
             "writes_received": c.writes_received,
+            "state_queries": c.state_queries,
             "refreshes": c.refreshes,
             "refused_refreshes": c.refused_refreshes,
             "unauthorized": c.unauthorized,

@@ -6,7 +6,7 @@ use std::io::BufRead;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use toolgate_fake_erp::client::{self, CallError, Reply};
-use toolgate_fake_erp::{Config, FakeErp, Settings};
+use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
 
 /// Limits no test reaches unless it means to.
 fn roomy() -> Settings {
@@ -184,6 +184,42 @@ async fn an_expired_or_unknown_access_token_is_401_and_applies_nothing() {
     assert_eq!(counted["unauthorized"], 5);
 }
 
+#[tokio::test]
+async fn expire_tokens_makes_a_401_now_or_a_refresh_answer_a_stale_token() {
+    let erp = start(roomy()).await;
+    let token = access(&erp).await;
+    // On a write: the token presented expires, the write answers 401 and applies nothing.
+    erp.queue_fault(Fault::ExpireTokens, 1, Matcher::default());
+    let refused = purchase(&erp, &token, "key-1", &order("WO-1")).await;
+    assert_eq!((refused.status, refused.json()["error"].as_str()), (401, Some("invalid_token")));
+    assert_eq!(get(&erp, &token, "/requests/key-1").await.status, 401);
+    let fresh = access(&erp).await;
+    assert_eq!(state_of(&erp, &fresh, "key-1").await["status"], "NOT_FOUND");
+
+    // On the token endpoint: the refresh rotates, and the access token it answers is stale.
+    erp.queue_fault(Fault::ExpireTokens, 1, Matcher::parse("/oauth/token").unwrap());
+    let held = erp.refresh_token();
+    let reply = refresh(erp.addr(), &held).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_ne!(erp.refresh_token(), held, "rotated");
+    let stale = reply.json()["access_token"].as_str().unwrap().to_string();
+    assert_eq!(get(&erp, &stale, "/requests/key-1").await.status, 401);
+    assert_eq!(get(&erp, &fresh, "/requests/key-1").await.status, 401, "every token expired");
+
+    // The handle expires tokens and changes settings as the control endpoints do.
+    let token = access(&erp).await;
+    assert_eq!(erp.expire_access_tokens(), 1);
+    assert_eq!(get(&erp, &token, "/requests/key-1").await.status, 401);
+    assert_eq!(erp.configure(&json!({"per_second": 3})).unwrap()["per_second"], 3);
+    assert!(erp.configure(&json!({"per_second": 4, "per_hour": 1})).is_err());
+    assert_eq!(control(&erp, "GET", "/_fake/config", None).await["per_second"], 3);
+
+    let counted = effects(&erp).await;
+    assert_eq!((counted["effects"].as_u64(), counted["writes_received"].as_u64()), (Some(0), Some(0)));
+    assert_eq!((counted["refreshes"].as_u64(), counted["unauthorized"].as_u64()), (Some(4), Some(5)));
+    assert_eq!(counted["faults_fired"], 2);
+}
+
 // --- idempotency ---
 
 #[tokio::test]
@@ -312,6 +348,10 @@ async fn the_state_query_by_key_says_not_found_pending_then_done() {
     // And the listing has it.
     let listed = get(&erp, &token, "/purchases").await.json();
     assert_eq!(listed["items"], json!([done]));
+    // Each state query answered is counted (two a call of state_of), the listing is not.
+    let counted = effects(&erp).await;
+    let queries = counted["state_queries"].as_u64().unwrap();
+    assert!(queries >= 6 && queries % 2 == 0, "{counted}");
 }
 
 // --- rate limits ---

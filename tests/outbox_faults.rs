@@ -1,0 +1,533 @@
+//! The dispatcher's fault matrix (issue 24): one test a row, each a fault the fake ERP plays on real
+//! HTTP on 127.0.0.1 while `toolgate dispatch --once` (dispatch::run) delivers outbox intents. Every
+//! row ends with the same checks, in [`Setup::settle_row`]:
+//! - after enough runs (each due intent forced due as root) every intent is final, SUCCEEDED or
+//!   REJECTED; nothing is lost, nothing dead-lettered;
+//! - the ERP's effects are the keys that ended SUCCEEDED: one effect each, none for a REJECTED key,
+//!   none under another key (its count by order), so no duplicate;
+//! - the status query (the same call with the same key) answers the final outcome, replayed;
+//! - where the fault hid the answer, the final state came from the ERP's state query by key (the
+//!   fake counts those) and the write was not sent again.
+//!
+//! Each row prints one line of a Markdown table; the first to finish prints the header too:
+//! `cargo test --test outbox_faults -- --nocapture | grep '^|'` is the table.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+use toolgate_cli::dispatch::{self, Options, Report};
+use toolgate_cli::fixture::{Lab, APP};
+use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
+
+const TOOL: &str = "erp_order";
+const DISPATCHER: &str = "toolgate_it_dispatcher";
+/// Dispatch runs a row may take before an intent still open fails it.
+const MAX_RUNS: usize = 6;
+
+/// As in tests/outbox_dispatch.rs: a lab with an outbox tool `erp_order` bound to a fake ERP
+/// (refresh tokens, async protocol), orders o1..o40 of shopping-a, and a dispatcher login; and
+/// the outcomes of each dispatch run, for the table.
+struct Setup {
+    lab: Lab,
+    erp: FakeErp,
+    root: Client,
+    app: Client,
+    token_file: PathBuf,
+    runs: Mutex<Vec<String>>,
+}
+
+async fn setup(name: &str) -> Setup {
+    let lab = lab(name).await;
+    let settings = Settings {
+        per_second: 0,
+        per_minute: 0,
+        async_delay: Duration::from_millis(50),
+        require_idempotency_key: true,
+        ..Settings::default()
+    };
+    let erp = toolgate_fake_erp::start("127.0.0.1:0".parse().unwrap(), Config { settings, refresh_token: None })
+        .await
+        .unwrap();
+    let token_file = lab.keys_dir.join(format!("erp-refresh-token-{name}"));
+    std::fs::create_dir_all(&lab.keys_dir).unwrap();
+    std::fs::write(&token_file, erp.refresh_token()).unwrap();
+    let root = lab.connect("postgres").await.unwrap();
+    root.batch_execute(&format!(
+        "DO $$ BEGIN CREATE ROLE {DISPATCHER} LOGIN IN ROLE toolgate_dispatcher; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE it_remote_owner NOLOGIN; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+         CREATE SCHEMA remote AUTHORIZATION it_remote_owner;
+         SET ROLE it_remote_owner;
+         CREATE TABLE remote.orders (tenant_id text, id text, PRIMARY KEY (tenant_id, id));
+         INSERT INTO remote.orders SELECT 'shopping-a', 'o' || i FROM generate_series(1, 40) i;
+         CREATE FUNCTION remote.target(ctx jsonb, args jsonb) RETURNS jsonb
+         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+             SELECT jsonb_build_object('id', o.id, 'tenant', o.tenant_id) FROM remote.orders o
+              WHERE o.tenant_id = ctx->>'tenant' AND o.id = args->>'order_id' FOR UPDATE
+         $f$;
+         CREATE FUNCTION remote.request(ctx jsonb, args jsonb) RETURNS jsonb
+         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+             SELECT jsonb_build_object('method', 'POST', 'path', '/purchases',
+                                       'body', jsonb_build_object('tenant', ctx->>'tenant',
+                                                                  'order_id', ctx->'target'->>'id',
+                                                                  'part', args->>'part',
+                                                                  'quantity', (args->>'quantity')::int,
+                                                                  'value', '12.50'))
+         $f$;
+         REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA remote FROM PUBLIC;
+         RESET ROLE;
+         SET ROLE toolgate_admin;
+         SELECT toolgate.add_erp_endpoint('fake_erp', '{base}', 'refresh_token');
+         RESET ROLE;
+         SET client_min_messages = warning;
+         SELECT toolgate.define_outbox_tool('{TOOL}', 'Order a part from the ERP.',
+             '{{\"type\": \"object\", \"additionalProperties\": false,
+               \"required\": [\"order_id\", \"part\", \"quantity\", \"idempotency_key\"],
+               \"properties\": {{\"order_id\": {{\"type\": \"string\"}}, \"part\": {{\"type\": \"string\"}},
+                                \"quantity\": {{\"type\": \"integer\", \"minimum\": 1}},
+                                \"idempotency_key\": {{\"type\": \"string\", \"minLength\": 8}}}}}}',
+             false, 'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp');
+         SELECT toolgate.set_policy('shopping-a', '{TOOL}', allowed => true, roles => ARRAY['supervisor'], tier => 0);",
+        base = erp.base_url()
+    ))
+    .await
+    .unwrap();
+    let app = lab.connect(APP).await.unwrap();
+    Setup { lab, erp, root, app, token_file, runs: Mutex::new(Vec::new()) }
+}
+
+/// One intent of a row: its order and key.
+struct Intent {
+    order: String,
+    key: String,
+}
+
+/// What a row expects of an intent at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Final {
+    Succeeded,
+    Rejected,
+}
+
+/// How the final state was learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learned {
+    /// From the write's own answer (and its protocol): no state query needed.
+    Answer,
+    /// The fault hid the answer: from the state query by key, and the write was not sent again.
+    Reconciled,
+    /// The ERP said nothing was applied (or nothing reached it): sent again with the same key.
+    Resent,
+}
+
+impl Setup {
+    fn options(&self) -> Options {
+        Options {
+            database: format!(
+                "host={} port={} user={DISPATCHER} dbname={}",
+                self.lab.server.host, self.lab.server.port, self.lab.dbname
+            ),
+            once: true,
+            refresh_token_file: Some(self.token_file.clone()),
+            timeout: Duration::from_secs(2),
+            settle_within: Duration::from_secs(5),
+            ..Options::default()
+        }
+    }
+
+    /// One dispatch run with `opts`, recorded for the table.
+    async fn dispatch_with(&self, opts: &Options) -> Report {
+        let report = dispatch::run(opts).await.expect("the dispatcher runs");
+        let mut outcomes: Vec<(&String, &usize)> = report.settled.iter().collect();
+        outcomes.sort();
+        let words: Vec<String> =
+            outcomes.iter().map(|(o, n)| if **n == 1 { o.to_string() } else { format!("{n}×{o}") }).collect();
+        self.runs.lock().unwrap().push(if words.is_empty() { "-".into() } else { words.join("+") });
+        report
+    }
+
+    async fn dispatch(&self) -> Report {
+        self.dispatch_with(&self.options()).await
+    }
+
+    /// Every intent due now (as root), as if its retry delay had passed.
+    async fn force_due(&self) {
+        self.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    }
+
+    /// Runs (each intent forced due first) until no intent is PENDING or UNCERTAIN.
+    async fn drain(&self, opts: &Options) {
+        while self.open().await > 0 {
+            assert!(self.runs.lock().unwrap().len() < MAX_RUNS, "still open after {MAX_RUNS} runs");
+            self.force_due().await;
+            self.dispatch_with(opts).await;
+        }
+    }
+
+    async fn open(&self) -> i64 {
+        count(&self.root, "SELECT count(*) FROM toolgate.outbox WHERE state IN ('PENDING', 'UNCERTAIN')").await
+    }
+
+    /// `toolgate.call` of the outbox tool for order `order` with `key`.
+    async fn call(&self, order: &str, key: &str) -> Value {
+        let args = json!({"order_id": order, "part": "filter", "quantity": 2, "idempotency_key": key});
+        toolgate_cli::db::json(
+            &self.app,
+            "SELECT toolgate.call($1, 'conv-erp', $2, $3)",
+            &[&self.lab.supervisor_a(), &TOOL, &args],
+        )
+        .await
+        .unwrap()
+    }
+
+    /// `n` calls (orders o1.., keys `PREFIX-1`..), each answered PENDING.
+    async fn intents(&self, prefix: &str, n: usize) -> Vec<Intent> {
+        let mut intents = Vec::new();
+        for i in 1..=n {
+            let intent = Intent { order: format!("o{i}"), key: format!("{prefix}-{i}") };
+            let reply = self.call(&intent.order, &intent.key).await;
+            assert_eq!(outcome(&reply), ("PENDING", "-"), "{reply}");
+            intents.push(intent);
+        }
+        assert_eq!(self.erp("writes_received"), 0, "nothing is sent by the call");
+        intents
+    }
+
+    /// The ERP's record for the gate's key `key`: (status, effects); ("-", 0) if it has none.
+    fn erp_key(&self, key: &str) -> (String, i64) {
+        let by_key = &self.erp.effects()["by_key"][format!("shopping-a:{TOOL}:{key}")];
+        (by_key["status"].as_str().unwrap_or("-").to_string(), by_key["effects"].as_i64().unwrap_or(0))
+    }
+
+    fn erp(&self, what: &str) -> i64 {
+        self.erp.effects()[what].as_i64().unwrap()
+    }
+
+    /// Wait (bounded) until the ERP's record of `key` is `status`.
+    async fn erp_reaches(&self, key: &str, status: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.erp_key(key).0 != status {
+            assert!(Instant::now() < deadline, "the ERP never had {key} {status}: {}", self.erp.effects());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn outbox(&self, key: &str) -> String {
+        self.root
+            .query_one("SELECT state FROM toolgate.outbox WHERE idempotency_key = $1", &[&key])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Drain, check every intent's end against `expected` and the ERP's own count, and print the
+    /// row.
+    async fn settle_row(&self, fault: &str, intents: &[Intent], expected: Final, learned: Learned, opts: &Options) {
+        self.drain(opts).await;
+        let effects = self.erp.effects();
+        let (mut succeeded, mut rejected) = (0i64, 0i64);
+        for intent in intents {
+            let state = self.outbox(&intent.key).await;
+            let (erp_status, erp_effects) = self.erp_key(&intent.key);
+            let status = self.call(&intent.order, &intent.key).await;
+            assert_eq!(status["replayed"], true, "{}: {status}", intent.key);
+            match expected {
+                Final::Succeeded => {
+                    succeeded += 1;
+                    assert_eq!(state, "SUCCEEDED", "{}", intent.key);
+                    assert_eq!((erp_status.as_str(), erp_effects), ("DONE", 1), "{}: {effects}", intent.key);
+                    assert_eq!(outcome(&status), ("SUCCEEDED", "-"), "{status}");
+                    assert_eq!(status["result"]["erp"]["status"], "DONE", "{status}");
+                    assert_eq!(status["result"]["erp"]["idempotency_key"], format!("shopping-a:{TOOL}:{}", intent.key));
+                }
+                Final::Rejected => {
+                    rejected += 1;
+                    assert_eq!(state, "REJECTED", "{}", intent.key);
+                    assert_eq!((erp_status.as_str(), erp_effects), ("REJECTED", 0), "{}: {effects}", intent.key);
+                    assert_eq!(outcome(&status), ("REJECTED", "erp_rejected"), "{status}");
+                }
+            }
+        }
+        // The ERP's effects are the keys that succeeded, one each; no other key, no order twice.
+        assert_eq!(effects["effects"].as_i64(), Some(succeeded), "{effects}");
+        assert_eq!(effects["by_key"].as_object().unwrap().len(), intents.len(), "{effects}");
+        for (order, n) in effects["by_order"].as_object().unwrap() {
+            assert!(n.as_i64().unwrap() <= 1, "order {order} done {n} times: {effects}");
+        }
+        assert_eq!(
+            count(&self.root, "SELECT count(*) FROM toolgate.outbox WHERE state NOT IN ('SUCCEEDED', 'REJECTED')")
+                .await,
+            0
+        );
+        let (writes, queries) =
+            (effects["writes_received"].as_i64().unwrap(), effects["state_queries"].as_i64().unwrap());
+        match learned {
+            Learned::Answer => assert_eq!(writes, intents.len() as i64, "one write an intent: {effects}"),
+            Learned::Reconciled => {
+                assert_eq!(writes, intents.len() as i64, "never sent again: {effects}");
+                assert!(queries >= intents.len() as i64, "asked the ERP by key: {effects}");
+            }
+            Learned::Resent => assert!(queries >= 1, "asked the ERP by key before sending again: {effects}"),
+        }
+        let outcomes = match (succeeded, rejected) {
+            (s, 0) => format!("{s} SUCCEEDED"),
+            (0, r) => format!("{r} REJECTED"),
+            (s, r) => format!("{s} SUCCEEDED, {r} REJECTED"),
+        };
+        let runs = self.runs.lock().unwrap().clone();
+        row(&format!(
+            "| {fault} | {} | {} ({writes} writes handled, {queries} state queries) | {outcomes} | {}: {} |",
+            intents.len(),
+            effects["effects"],
+            runs.len(),
+            runs.join(" → ")
+        ));
+    }
+}
+
+/// One line of the table, the header first.
+fn row(line: &str) {
+    static HEADER: Once = Once::new();
+    static OUT: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = OUT.lock().unwrap_or_else(|p| p.into_inner());
+    HEADER.call_once(|| {
+        println!("| fault | intents | ERP effects | final outcomes | runs |");
+        println!("|---|---|---|---|---|");
+    });
+    println!("{line}");
+}
+
+#[tokio::test]
+async fn late_answer_after_the_clients_timeout() {
+    let s = setup("faults_late").await;
+    let intents = s.intents("late-key", 1).await;
+    let opts = Options { timeout: Duration::from_millis(500), ..s.options() };
+    // Handled 1.5 s after it arrives: the dispatcher gave up after 0.5 s, asked, and was told
+    // NOT_FOUND (the ERP has not got to it yet): nothing applied as far as anyone knows.
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(1500)), 1, Matcher::default());
+    assert_eq!(s.dispatch_with(&opts).await.count("PENDING"), 1);
+    assert_eq!(s.outbox("late-key-1").await, "PENDING");
+    // Then the ERP applies it; the next run asks first and learns it is done: not sent again.
+    s.erp_reaches("late-key-1", "DONE").await;
+    s.settle_row(
+        "answer after the client's timeout (late 1.5 s > 0.5 s)",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &opts,
+    )
+    .await;
+    assert_eq!(s.runs.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn drop_after_applying() {
+    let s = setup("faults_drop").await;
+    let intents = s.intents("drop-key", 1).await;
+    s.erp.queue_fault(Fault::Drop, 1, Matcher::default());
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1, "reconciled in the same attempt");
+    s.settle_row("applied, then the connection dropped", &intents, Final::Succeeded, Learned::Reconciled, &s.options())
+        .await;
+}
+
+#[tokio::test]
+async fn drop_before_handling() {
+    let s = setup("faults_drop_before").await;
+    let intents = s.intents("dropb-key", 1).await;
+    s.erp.queue_fault(Fault::DropBefore, 1, Matcher::default());
+    // Asked at once: NOT_FOUND, so PENDING and sent again (the same key) on the next run.
+    assert_eq!(s.dispatch().await.count("PENDING"), 1);
+    assert_eq!((s.erp("state_queries"), s.erp("writes_received"), s.erp("effects")), (1, 0, 0));
+    s.settle_row("connection dropped before handling", &intents, Final::Succeeded, Learned::Resent, &s.options()).await;
+    assert_eq!(s.erp("writes_received"), 1);
+}
+
+#[tokio::test]
+async fn internal_error_500() {
+    let s = setup("faults_500").await;
+    let intents = s.intents("fivehundred", 1).await;
+    s.erp.queue_fault(Fault::InternalError, 1, Matcher::default());
+    assert_eq!(s.dispatch().await.count("PENDING"), 1);
+    assert_eq!(s.erp("effects"), 0);
+    s.settle_row("500", &intents, Final::Succeeded, Learned::Resent, &s.options()).await;
+    // The 500 answered before the ERP handled anything; the write sent again (the same key) is
+    // the only one it handled.
+    assert_eq!(s.erp("writes_received"), 1);
+}
+
+#[tokio::test]
+async fn unavailable_503_with_retry_after() {
+    let s = setup("faults_503").await;
+    let intents = s.intents("unavailable", 2).await;
+    s.erp.queue_fault(Fault::Unavailable, 2, Matcher::default());
+    assert_eq!(s.dispatch().await.count("PENDING"), 2);
+    // Not due before the dispatcher's own retry delay.
+    assert_eq!(s.dispatch().await.claimed, 0);
+    s.runs.lock().unwrap().pop();
+    s.settle_row("503 with Retry-After", &intents, Final::Succeeded, Learned::Resent, &s.options()).await;
+    assert_eq!((s.erp("writes_received"), s.erp("faults_fired")), (2, 2));
+}
+
+#[tokio::test]
+async fn business_refusal_4xx() {
+    let s = setup("faults_refuse").await;
+    let intents = s.intents("refused-key", 1).await;
+    s.erp.queue_fault(Fault::Refuse("part_discontinued".into()), 1, Matcher::default());
+    assert_eq!(s.dispatch().await.count("REJECTED"), 1);
+    s.settle_row("business 4xx refusal (422)", &intents, Final::Rejected, Learned::Answer, &s.options()).await;
+    let status = s.call("o1", "refused-key-1").await;
+    assert_eq!(status["result"]["error"], "part_discontinued", "{status}");
+    // Final: never claimed again.
+    s.force_due().await;
+    assert_eq!(s.dispatch().await.claimed, 0);
+}
+
+#[tokio::test]
+async fn async_protocol_ends_rejected() {
+    let s = setup("faults_reject_later").await;
+    let intents = s.intents("later-key", 2).await;
+    s.erp.queue_fault(Fault::RejectLater("no_stock".into()), 2, Matcher::default());
+    assert_eq!(s.dispatch().await.count("REJECTED"), 2);
+    s.settle_row("async protocol ends REJECTED", &intents, Final::Rejected, Learned::Answer, &s.options()).await;
+    assert_eq!(s.call("o2", "later-key-2").await["result"]["error"], "no_stock");
+}
+
+#[tokio::test]
+async fn async_protocol_pending_past_settle_within() {
+    let s = setup("faults_slow_protocol").await;
+    s.erp.configure(&json!({"async_delay_ms": 1500})).unwrap();
+    let intents = s.intents("slow-key", 1).await;
+    let opts = Options { settle_within: Duration::from_millis(300), ..s.options() };
+    assert_eq!(s.dispatch_with(&opts).await.count("UNCERTAIN"), 1);
+    let status = s.call("o1", "slow-key-1").await;
+    assert_eq!((outcome(&status), status["replayed"].as_bool()), (("UNCERTAIN", "-"), Some(true)), "{status}");
+    // Once the ERP is done, the next run asks by key and settles it, without sending it again.
+    s.erp_reaches("slow-key-1", "DONE").await;
+    s.settle_row(
+        "async protocol pending past settle_within (1.5 s > 0.3 s)",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &opts,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn rate_limited_429_waited_out() {
+    let s = setup("faults_429").await;
+    let intents = s.intents("limited-key", 3).await;
+    // One request a second at the ERP; the endpoint declares no window, so the dispatcher meets
+    // 429s and waits their Retry-After.
+    s.erp.configure(&json!({"per_second": 1, "async_delay_ms": 0})).unwrap();
+    s.dispatch().await;
+    assert!(s.erp("rate_limited") > 0, "{}", s.erp.effects());
+    let limited = s.erp("rate_limited");
+    s.settle_row(
+        &format!("429 per-second window ({limited} × 429, Retry-After waited)"),
+        &intents,
+        Final::Succeeded,
+        Learned::Answer,
+        &s.options(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn unauthorized_401_refreshed_once() {
+    let s = setup("faults_401").await;
+    let intents = s.intents("stale-key", 1).await;
+    // The access token the dispatcher got is revoked when its write arrives.
+    s.erp.queue_fault(Fault::ExpireTokens, 1, Matcher::default());
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    assert_eq!((s.erp("unauthorized"), s.erp("refreshes")), (1, 2), "the first token, then one refresh");
+    assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
+    s.settle_row(
+        "401 (access token revoked), refreshed once",
+        &intents,
+        Final::Succeeded,
+        Learned::Answer,
+        &s.options(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_401s_in_one_dispatcher_refresh_once() {
+    let s = setup("faults_401_concurrent").await;
+    let intents = s.intents("stale-many", 8).await;
+    // The first refresh answers an access token that is already stale: the four intents in flight
+    // all meet a 401 with it, and one refresh serves them all.
+    s.erp.queue_fault(Fault::ExpireTokens, 1, Matcher::parse("POST /oauth/token").unwrap());
+    let opts = Options { concurrency: 4, ..s.options() };
+    let report = s.dispatch_with(&opts).await;
+    assert_eq!((report.claimed, report.count("SUCCEEDED")), (8, 8), "{report:?}");
+    let effects = s.erp.effects();
+    assert_eq!(effects["unauthorized"], 4, "each intent in flight met the stale token: {effects}");
+    assert_eq!(effects["refreshes"], 2, "the stale token's refresh and exactly one more: {effects}");
+    assert_eq!(effects["refused_refreshes"], 0, "{effects}");
+    assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
+    s.settle_row(
+        "4 concurrent 401s in one dispatcher, one refresh",
+        &intents,
+        Final::Succeeded,
+        Learned::Answer,
+        &opts,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn erp_down_connection_refused() {
+    let s = setup("faults_down").await;
+    let intents = s.intents("down-key", 2).await;
+    // Nothing listens at the endpoint's address.
+    let dead = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let endpoint = |url: String| {
+        format!("SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('fake_erp', '{url}', 'refresh_token'); RESET ROLE;")
+    };
+    s.root.batch_execute(&endpoint(format!("http://{dead}"))).await.unwrap();
+    assert_eq!(s.dispatch().await.count("PENDING"), 2);
+    for intent in &intents {
+        assert_eq!(outcome(&s.call(&intent.order, &intent.key).await), ("PENDING", "-"));
+    }
+    assert_eq!((s.erp("writes_received"), s.erp("refreshes")), (0, 0), "nothing reached it");
+    // Up again: delivered with the same keys.
+    s.root.batch_execute(&endpoint(s.erp.base_url())).await.unwrap();
+    s.settle_row("ERP down (connection refused), then up", &intents, Final::Succeeded, Learned::Resent, &s.options())
+        .await;
+    assert_eq!(s.erp("writes_received"), 2);
+}
+
+#[tokio::test]
+async fn fault_on_the_reconciliation_query() {
+    let s = setup("faults_reconcile").await;
+    let intents = s.intents("asked-key", 1).await;
+    // The write is applied and its answer lost; the state query asked next fails too (503).
+    s.erp.queue_fault(Fault::Drop, 1, Matcher::default());
+    s.erp.queue_fault(Fault::Unavailable, 1, Matcher::parse("GET /requests").unwrap());
+    assert_eq!(s.dispatch().await.count("UNCERTAIN"), 1);
+    let status = s.call("o1", "asked-key-1").await;
+    assert_eq!(outcome(&status), ("UNCERTAIN", "-"), "{status}");
+    assert_eq!(s.erp("faults_fired"), 2);
+    s.settle_row(
+        "applied and dropped, then 503 on the state query",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &s.options(),
+    )
+    .await;
+    // The 503 answered before the query was handled: one state query answered, the second run's.
+    assert_eq!(s.erp("state_queries"), 1);
+}
