@@ -1441,6 +1441,9 @@ CREATE TABLE toolgate.outbox (
     last_error      text,
     -- What the ERP answered when it did its part: a PARTIAL intent's finish is retried with it.
     erp_reply       jsonb,
+    -- An attempt may have reached the ERP and nobody knows what became of it (claimed and not
+    -- settled since, or settled UNCERTAIN): the next attempt asks the ERP for the key first.
+    in_doubt        boolean NOT NULL DEFAULT false,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
@@ -1659,8 +1662,9 @@ ALTER TABLE toolgate.audit ADD CONSTRAINT audit_kind_check CHECK (kind IN ('call
 -- are on for the tool (global switch and the tool's): the kill switch holds the queue. A claimed
 -- intent counts an attempt and is leased: its next attempt is put `lease` ahead, so a dispatcher
 -- that dies before it settles leaves the intent to be claimed again after that, never at once.
--- `sent_before` says an earlier attempt may have reached the ERP: the dispatcher then asks the
--- ERP for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
+-- `sent_before` says an earlier attempt may have reached the ERP (`in_doubt`: claimed and never
+-- settled, or settled UNCERTAIN), not merely that there was one: the dispatcher then asks the ERP
+-- for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
 -- part, the finish function has not) is claimed too: the dispatcher sends nothing for it and
 -- settles it SUCCEEDED again, which runs the finish function once more.
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
@@ -1679,7 +1683,7 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH due AS (
-        SELECT o.tenant_id, o.tool, o.idempotency_key
+        SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
           FROM toolgate.outbox o
          WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
            AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
@@ -1690,13 +1694,14 @@ BEGIN
     ), claimed AS (
         UPDATE toolgate.outbox o
            SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
-               next_attempt_at = pg_catalog.clock_timestamp() + lease
+               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL'
           FROM due
          WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
-        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state
+        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
+                  due.in_doubt AS sent_before
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.attempts > 1, c.state
+           c.request, c.attempts, c.sent_before, c.state
       FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
@@ -1822,6 +1827,12 @@ BEGIN
 
     UPDATE toolgate.outbox o
        SET state = new_state, last_error = error,
+           -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such
+           -- key, but the request may still be on its way); not when nothing left the dispatcher.
+           in_doubt = CASE new_state WHEN 'UNCERTAIN' THEN true
+                          WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable',
+                                                                     'unauthorized', 'rate_limited'), true)
+                          ELSE false END,
            erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
            settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
            next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')

@@ -17,90 +17,31 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
-use tokio_postgres::Client;
 use toolgate_cli::dispatch::{self, Options, Report};
-use toolgate_cli::fixture::{Lab, APP};
-use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
+use toolgate_fake_erp::{Fault, Matcher};
 
-const TOOL: &str = "erp_order";
-const DISPATCHER: &str = "toolgate_it_dispatcher";
+use common::outbox::{self, DISPATCHER, TOOL};
 /// Dispatch runs a row may take before an intent still open fails it.
 const MAX_RUNS: usize = 6;
 
-/// As in tests/outbox_dispatch.rs: a lab with an outbox tool `erp_order` bound to a fake ERP
-/// (refresh tokens, async protocol), orders o1..o40 of shopping-a, and a dispatcher login; and
-/// the outcomes of each dispatch run, for the table.
+/// The outbox's test setup (tests/common/outbox.rs), and the outcomes of each dispatch run, for
+/// the table.
 struct Setup {
-    lab: Lab,
-    erp: FakeErp,
-    root: Client,
-    app: Client,
-    token_file: PathBuf,
+    base: outbox::Setup,
     runs: Mutex<Vec<String>>,
 }
 
+impl std::ops::Deref for Setup {
+    type Target = outbox::Setup;
+    fn deref(&self) -> &outbox::Setup {
+        &self.base
+    }
+}
+
 async fn setup(name: &str) -> Setup {
-    let lab = lab(name).await;
-    let settings = Settings {
-        per_second: 0,
-        per_minute: 0,
-        async_delay: Duration::from_millis(50),
-        require_idempotency_key: true,
-        ..Settings::default()
-    };
-    let erp = toolgate_fake_erp::start("127.0.0.1:0".parse().unwrap(), Config { settings, refresh_token: None })
-        .await
-        .unwrap();
-    let token_file = lab.keys_dir.join(format!("erp-refresh-token-{name}"));
-    std::fs::create_dir_all(&lab.keys_dir).unwrap();
-    std::fs::write(&token_file, erp.refresh_token()).unwrap();
-    let root = lab.connect("postgres").await.unwrap();
-    root.batch_execute(&format!(
-        "DO $$ BEGIN CREATE ROLE {DISPATCHER} LOGIN IN ROLE toolgate_dispatcher; \
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-         DO $$ BEGIN CREATE ROLE it_remote_owner NOLOGIN; \
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-         CREATE SCHEMA remote AUTHORIZATION it_remote_owner;
-         SET ROLE it_remote_owner;
-         CREATE TABLE remote.orders (tenant_id text, id text, PRIMARY KEY (tenant_id, id));
-         INSERT INTO remote.orders SELECT 'shopping-a', 'o' || i FROM generate_series(1, 40) i;
-         CREATE FUNCTION remote.target(ctx jsonb, args jsonb) RETURNS jsonb
-         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
-             SELECT jsonb_build_object('id', o.id, 'tenant', o.tenant_id) FROM remote.orders o
-              WHERE o.tenant_id = ctx->>'tenant' AND o.id = args->>'order_id' FOR UPDATE
-         $f$;
-         CREATE FUNCTION remote.request(ctx jsonb, args jsonb) RETURNS jsonb
-         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
-             SELECT jsonb_build_object('method', 'POST', 'path', '/purchases',
-                                       'body', jsonb_build_object('tenant', ctx->>'tenant',
-                                                                  'order_id', ctx->'target'->>'id',
-                                                                  'part', args->>'part',
-                                                                  'quantity', (args->>'quantity')::int,
-                                                                  'value', '12.50'))
-         $f$;
-         REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA remote FROM PUBLIC;
-         RESET ROLE;
-         SET ROLE toolgate_admin;
-         SELECT toolgate.add_erp_endpoint('fake_erp', '{base}', 'refresh_token');
-         RESET ROLE;
-         SET client_min_messages = warning;
-         SELECT toolgate.define_outbox_tool('{TOOL}', 'Order a part from the ERP.',
-             '{{\"type\": \"object\", \"additionalProperties\": false,
-               \"required\": [\"order_id\", \"part\", \"quantity\", \"idempotency_key\"],
-               \"properties\": {{\"order_id\": {{\"type\": \"string\"}}, \"part\": {{\"type\": \"string\"}},
-                                \"quantity\": {{\"type\": \"integer\", \"minimum\": 1}},
-                                \"idempotency_key\": {{\"type\": \"string\", \"minLength\": 8}}}}}}',
-             false, 'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp');
-         SELECT toolgate.set_policy('shopping-a', '{TOOL}', allowed => true, roles => ARRAY['supervisor'], tier => 0);",
-        base = erp.base_url()
-    ))
-    .await
-    .unwrap();
-    let app = lab.connect(APP).await.unwrap();
-    Setup { lab, erp, root, app, token_file, runs: Mutex::new(Vec::new()) }
+    Setup { base: outbox::setup(name).await, runs: Mutex::new(Vec::new()) }
 }
 
 /// One intent of a row: its order and key.
@@ -123,8 +64,10 @@ enum Learned {
     Answer,
     /// The fault hid the answer: from the state query by key, and the write was not sent again.
     Reconciled,
-    /// The ERP said nothing was applied (or nothing reached it): sent again with the same key.
+    /// The ERP said nothing was applied: sent again with the same key.
     Resent,
+    /// Nothing reached the ERP before (no connection): sent with the same key, without asking.
+    NeverSent,
 }
 
 impl Setup {
@@ -275,6 +218,9 @@ impl Setup {
                 assert!(queries >= intents.len() as i64, "asked the ERP by key: {effects}");
             }
             Learned::Resent => assert!(queries >= 1, "asked the ERP by key before sending again: {effects}"),
+            Learned::NeverSent => {
+                assert_eq!((writes, queries), (intents.len() as i64, 0), "sent once, nothing to ask: {effects}")
+            }
         }
         let outcomes = match (succeeded, rejected) {
             (s, 0) => format!("{s} SUCCEEDED"),
@@ -498,14 +444,23 @@ async fn erp_down_connection_refused() {
     };
     s.root.batch_execute(&endpoint(format!("http://{dead}"))).await.unwrap();
     assert_eq!(s.dispatch().await.count("PENDING"), 2);
+    // Down for a second attempt too: still PENDING (nothing was sent), not UNCERTAIN.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    assert_eq!(s.dispatch().await.count("PENDING"), 2);
     for intent in &intents {
         assert_eq!(outcome(&s.call(&intent.order, &intent.key).await), ("PENDING", "-"));
     }
     assert_eq!((s.erp("writes_received"), s.erp("refreshes")), (0, 0), "nothing reached it");
     // Up again: delivered with the same keys.
     s.root.batch_execute(&endpoint(s.erp.base_url())).await.unwrap();
-    s.settle_row("ERP down (connection refused), then up", &intents, Final::Succeeded, Learned::Resent, &s.options())
-        .await;
+    s.settle_row(
+        "ERP down (connection refused) twice, then up",
+        &intents,
+        Final::Succeeded,
+        Learned::NeverSent,
+        &s.options(),
+    )
+    .await;
     assert_eq!(s.erp("writes_received"), 2);
 }
 
