@@ -59,6 +59,7 @@ COMPARE = [
     ("denial", "gated_close", 1.0, "denial ≥ gated"),
     ("purchase", "floor_close", None, "for reference: a gated tier-0 purchase against the close floor"),
     ("replay", "durable_write", None, "for reference: replay against a one-row durable write"),
+    ("outbox_enqueue", "gated_close", None, "for reference: an outbox call (intent enqueued) against the gated close"),
 ]
 
 NAMES = {
@@ -69,6 +70,7 @@ NAMES = {
     "replay": "replay: the same key again",
     "denial": "denial at the policy step (role)",
     "purchase": "purchase: request_purchase_part tier 0, 100 cost centres",
+    "outbox_enqueue": "outbox: erp_purchase_part tier 0, answers PENDING, intent enqueued",
     "durable_write": "for reference: one small row, written and committed",
     "identity_first_eddsa": "read_order, issuer token EdDSA, each token new (verified)",
     "identity_cached_eddsa": "read_order, issuer token EdDSA, the same token (remembered)",

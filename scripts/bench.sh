@@ -19,6 +19,9 @@
 # Workloads are pgbench custom scripts in bench/ (-M prepared, fresh keys per transaction from
 # sequences, tokens made before the run). Each run's audit rows are checked afterwards: a workload
 # that stopped doing what it claims fails the benchmark instead of reporting a flattering figure.
+#
+# The outbox's enqueue path (issue 24) is a workload like the others: outbox_enqueue, a gated
+# tier-0 call of an outbox tool, which answers PENDING and writes the intent.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
@@ -86,8 +89,9 @@ run() {
     local workload=$1 c=$2 db=$3 label=$4 round=$5 seconds=$6
     local logdir=$work/log/$label-$c-$round
     mkdir -p "$logdir"
-    local since
+    local since outbox_before=
     since=$(psql_ -d "$db" -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
+    [ "$workload" != outbox_enqueue ] || outbox_before=$(psql_ -d "$db" -Atc "SELECT count(*) FROM toolgate.outbox")
     local out
     out=$("$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
         -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" -f "bench/$workload.sql" \
@@ -96,13 +100,16 @@ run() {
     local tps
     tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
     python3 bench/report.py latency "$logdir" "$label" "$workload" "$c" "$tps" >>"$results"
-    check "$workload" "$db" "$since" "$round"
-    tail -n 1 "$results" | awk -v r="$round" '{ printf "  %-12s c=%-3s round %s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, r, $4, $5, $6 }'
+    local txns
+    txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*$/\1/p' <<<"$out")
+    check "$workload" "$db" "$since" "$round" "$txns" "$outbox_before"
+    tail -n 1 "$results" | awk -v r="$round" '{ printf "  %-14s c=%-3s round %s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, r, $4, $5, $6 }'
 }
 
-# check WORKLOAD DB SINCE ROUND: the run's audit rows say the gate did what the workload claims.
+# check WORKLOAD DB SINCE ROUND TXNS OUTBOX_BEFORE: the run's audit rows say the gate did what the
+# workload claims (TXNS: the transactions pgbench made; OUTBOX_BEFORE: the outbox's rows before it).
 check() {
-    local workload=$1 db=$2 since=$3 round=$4 expected
+    local workload=$1 db=$2 since=$3 round=$4 txns=$5 outbox_before=$6 expected
     case "$workload" in
         gated_close) expected="call SUCCEEDED - f" ;;
         gated_pair) expected="call NEEDS_CONFIRMATION - f|confirm SUCCEEDED - f" ;;
@@ -110,6 +117,7 @@ check() {
         replay) expected="call SUCCEEDED - f|call SUCCEEDED - t"; [ "$round" -eq 1 ] || expected="call SUCCEEDED - t" ;;
         denial) expected="call BLOCKED role_not_allowed f" ;;
         purchase) expected="call SUCCEEDED - f" ;;
+        outbox_enqueue) expected="call PENDING - f" ;;
         *) return 0 ;;  # the floors write their rows with no gate
     esac
     local got
@@ -118,6 +126,15 @@ check() {
     if [ "$got" != "$expected" ]; then
         log "$workload did not do what it measures: audit says [$got], expected [$expected]" >&2
         exit 1
+    fi
+    # Each transaction left one audit row and one intent, PENDING (nothing delivers them here).
+    if [ "$workload" = outbox_enqueue ]; then
+        got=$(psql_ -d "$db" -At -F ' ' -c "SELECT (SELECT count(*) FROM toolgate.audit WHERE audit_id > $since),
+            count(*) - $outbox_before, count(*) FILTER (WHERE state <> 'PENDING') FROM toolgate.outbox")
+        if [ "$got" != "$txns $txns 0" ]; then
+            log "$workload did not do what it measures: after $txns transactions [audit rows, new intents, intents not PENDING] are [$got], expected [$txns $txns 0]" >&2
+            exit 1
+        fi
     fi
     if [ "$workload" = gated_pair ]; then
         local used
@@ -190,7 +207,7 @@ fi
 log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do
-        for w in floor_close gated_close floor_pair gated_pair replay denial purchase durable_write; do
+        for w in floor_close gated_close floor_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
             run "$w" "$c" toolgate_bench "$w" "$round" "$duration"
         done
     done
