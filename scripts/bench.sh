@@ -9,8 +9,8 @@
 #                               # writes docs/benchmarks-pg18.md and .svg: 15's stay as they are
 #
 # Run scripts/setup.sh once first (as the README says). BENCH_SECONDS, BENCH_ROUNDS,
-# BENCH_CLIENTS and BENCH_SIZES shorten a run while working on it; the published figures use the
-# defaults.
+# BENCH_CLIENTS, BENCH_SIZES, BENCH_DISPATCH_INTENTS and BENCH_DISPATCH_CONCURRENCY shorten a run
+# while working on it; the published figures use the defaults.
 #
 # At each concurrency the workloads take turns, round after round, and the report gives each
 # workload's median round: a machine whose speed drifts during the run slows every workload of a
@@ -20,8 +20,15 @@
 # sequences, tokens made before the run). Each run's audit rows are checked afterwards: a workload
 # that stopped doing what it claims fails the benchmark instead of reporting a flattering figure.
 #
-# The outbox's enqueue path (issue 24) is a workload like the others: outbox_enqueue, a gated
-# tier-0 call of an outbox tool, which answers PENDING and writes the intent.
+# The outbox (issue 24) is measured in two halves. Its enqueue path is a workload like the others
+# (outbox_enqueue: a gated tier-0 call of an outbox tool, which answers PENDING and writes the
+# intent). Its delivery is a stage of its own after the workloads: `toolgate bench-dispatch`
+# enqueues BENCH_DISPATCH_INTENTS intents (default 2000; 200 with --smoke) in a database of their
+# own, starts the fake ERP (crates/fake-erp) on 127.0.0.1 without rate limits or faults, and times
+# the dispatcher (dispatch::run, draining once) at each of BENCH_DISPATCH_CONCURRENCY's intents in
+# flight (default "4 16 64"; 4 with --smoke) until every intent is settled; it fails unless the
+# ERP made one effect per intent and every outbox row is SUCCEEDED. A full run measures the
+# release build of `toolgate`, as the dispatcher ships.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
@@ -56,6 +63,11 @@ else
     private_pg "target/pg-bench-$PG_MAJOR"
     log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
     CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+    if [ -z "${TOOLGATE_BIN:-}" ]; then
+        log "release build of toolgate (target/bench), the dispatcher measured"
+        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
+        TOOLGATE_BIN=$root/target/bench/release/toolgate
+    fi
 fi
 toolgate_cli
 
@@ -213,6 +225,24 @@ for c in "${clients[@]}"; do
     done
 done
 
+# The dispatcher against the fake ERP, in a database of its own: toolgate_bench's outbox holds the
+# enqueue workload's intents, bound for an endpoint nobody listens on. The loader runs in a
+# subshell: the workloads' tokens stay those of toolgate_bench's load.
+dispatch_intents=${BENCH_DISPATCH_INTENTS:-$($smoke && echo 200 || echo 2000)}
+read -r -a dispatch_concurrency <<<"${BENCH_DISPATCH_CONCURRENCY:-$($smoke && echo 4 || echo 4 16 64)}"
+dispatch_results=$work/dispatch.tsv
+: >"$dispatch_results"
+log "dispatcher against the fake ERP ($rounds round(s) of $dispatch_intents intents at each concurrency)"
+(load_db toolgate_dispatch 1000)
+for round in $(seq "$rounds"); do
+    for c in "${dispatch_concurrency[@]}"; do
+        # A batch keeps every slot busy: four intents a slot, and at least the command's default, 32.
+        "$TOOLGATE_BIN" bench-dispatch --host "$sock" --port "$port" --dbname toolgate_dispatch --keys "$work/keys" \
+            --intents "$dispatch_intents" --concurrency "$c" --batch $((c * 4 > 32 ? c * 4 : 32)) >>"$dispatch_results"
+        tail -n 1 "$dispatch_results" | awk -v r="$round" '{ printf "  %-14s c=%-3s round %s %10.1f intents/s  (%d intents in %.2f s, batch %d)\n", "dispatch", $1, r, $5, $3, $4, $2 }'
+    done
+done
+
 for size in "${sizes[@]}"; do
     log "ledger and audit pre-filled to $size rows"
     # Every size starts alike: the new rows vacuumed and analyzed, then written out by a checkpoint.
@@ -254,7 +284,7 @@ CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --exa
 cores=$(nproc)
 BENCH_PG="$("$PG_CONFIG" --version)" BENCH_COMMIT="$(git rev-parse --short HEAD)" \
     python3 bench/report.py report "$results" "$cores" "$doc.md" "$doc.svg" \
-    "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt"
+    "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt" "$dispatch_results"
 cat "$doc.md"
 # docs/benchmarks.md gets every other version's ratios beside its own (whichever run this was).
 mapfile -t others < <(find docs -maxdepth 1 -name 'benchmarks-pg*.md' | sort)
