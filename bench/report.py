@@ -152,8 +152,8 @@ def dispatch_section(dispatch_path):
     out = ["", "## The outbox dispatcher: intents delivered per second\n",
            f"`toolgate bench-dispatch`, after the workloads, in a database of its own: each run enqueues {intents:,} "
            "intents of the outbox tool `erp_purchase_part` through the gate (not timed), starts the fake ERP "
-           "(`crates/fake-erp`) on 127.0.0.1 with no rate limits and no faults, and times the dispatcher "
-           "(`dispatch::run`, draining once: claim a batch, send each intent with its key, poll the ERP's protocol, "
+           "(`crates/fake-erp`) on 127.0.0.1 with no rate limits and no faults, and times the dispatcher of "
+           "`toolgate`'s release build (`dispatch::run`, draining once: claim a batch, send each intent with its key, poll the ERP's protocol, "
            "settle it) until every intent is settled. After each run the ERP made one effect per intent, from one "
            "write each, and every outbox row is SUCCEEDED with its dispatch audit row, or the benchmark fails. "
            "The fake answers a write PENDING and the dispatcher polls its protocol first 50 ms later, so an intent "
