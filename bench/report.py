@@ -12,12 +12,14 @@
   report.py versions MARKDOWN OTHER…
       adds to MARKDOWN (the default version's report) a section with its ratios beside those of
       the OTHER reports (other PostgreSQL versions), replacing the section if it is there
-  report.py report RESULTS CORES MARKDOWN SVG PROFILE REPLAY COSTS
+  report.py report RESULTS CORES MARKDOWN SVG PROFILE REPLAY COSTS [DISPATCH]
       RESULTS holds one such line per round of a workload; each workload's figures are its
       median round (the table also gives the lowest and highest TPS of its rounds). Writes the
       markdown table (ratios to the floors, targets met or missed), where a gated
       call's time goes (PROFILE: pg_stat_statements rows; REPLAY: calls and mean µs of a replay's
-      entry statement; COSTS: the core's per-call costs) and a bar chart
+      entry statement; COSTS: the core's per-call costs), the outbox dispatcher's throughput
+      (DISPATCH: `toolgate bench-dispatch` lines, "concurrency batch intents seconds intents/s",
+      one per round) and a bar chart
 """
 
 import datetime
@@ -59,6 +61,7 @@ COMPARE = [
     ("denial", "gated_close", 1.0, "denial ≥ gated"),
     ("purchase", "floor_close", None, "for reference: a gated tier-0 purchase against the close floor"),
     ("replay", "durable_write", None, "for reference: replay against a one-row durable write"),
+    ("outbox_enqueue", "gated_close", None, "for reference: an outbox call (intent enqueued) against the gated close"),
 ]
 
 NAMES = {
@@ -69,6 +72,7 @@ NAMES = {
     "replay": "replay: the same key again",
     "denial": "denial at the policy step (role)",
     "purchase": "purchase: request_purchase_part tier 0, 100 cost centres",
+    "outbox_enqueue": "outbox: erp_purchase_part tier 0, answers PENDING, intent enqueued",
     "durable_write": "for reference: one small row, written and committed",
     "identity_first_eddsa": "read_order, issuer token EdDSA, each token new (verified)",
     "identity_cached_eddsa": "read_order, issuer token EdDSA, the same token (remembered)",
@@ -134,7 +138,38 @@ def profile_section(profile_path, replay_path, costs_path):
     return out
 
 
-def report(results, cores, md_path, svg_path, profile_path=None, replay_path=None, costs_path=None):
+def dispatch_section(dispatch_path):
+    """The dispatcher's throughput against the fake ERP: each concurrency's median round."""
+    rounds = {}
+    with open(dispatch_path) as f:
+        for line in f:
+            if line.strip():
+                c, batch, intents, seconds, rate = line.split("\t")
+                rounds.setdefault(int(c), []).append((int(batch), int(intents), float(seconds), float(rate)))
+    if not rounds:
+        return []
+    intents = max(r[1] for runs in rounds.values() for r in runs)
+    out = ["", "## The outbox dispatcher: intents delivered per second\n",
+           f"`toolgate bench-dispatch`, after the workloads, in a database of its own: each run enqueues {intents:,} "
+           "intents of the outbox tool `erp_purchase_part` through the gate (not timed), starts the fake ERP "
+           "(`crates/fake-erp`) on 127.0.0.1 with no rate limits and no faults, and times the dispatcher of "
+           "`toolgate`'s release build (`dispatch::run`, draining once: claim a batch, send each intent with its key, poll the ERP's protocol, "
+           "settle it) until every intent is settled. After each run the ERP made one effect per intent, from one "
+           "write each, and every outbox row is SUCCEEDED with its dispatch audit row, or the benchmark fails. "
+           "The fake answers a write PENDING and the dispatcher polls its protocol first 50 ms later, so an intent "
+           "spends at least 50 ms in flight: concurrency × 20 intents/s is the ceiling. Each figure is the "
+           "concurrency's median round.\n",
+           "| intents in flight | batch | intents/s | range | seconds per run |", "|---:|---:|---:|---:|---:|"]
+    for c in sorted(rounds):
+        runs = rounds[c]
+        rates = [r[3] for r in runs]
+        out.append(f"| {c} | {runs[0][0]} | {statistics.median(rates):,.0f} | {min(rates):,.0f}–{max(rates):,.0f} "
+                   f"| {statistics.median(r[2] for r in runs):.2f} |")
+    return out
+
+
+def report(results, cores, md_path, svg_path, profile_path=None, replay_path=None, costs_path=None,
+           dispatch_path=None):
     rows = load(results)
     clients = sorted({c for (label, c) in rows if not label.startswith("scale-")})
     today = datetime.date.today().isoformat()
@@ -181,6 +216,8 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
         out.append("")
         out.append(f"TPS at {scale[-1][0]:,} rows is {ratio:.3f} × TPS at {scale[0][0]:,} rows (target ≥ 0.9: "
                    f"{'met' if ratio >= 0.9 else '**missed**'}).")
+    if dispatch_path:
+        out.extend(dispatch_section(dispatch_path))
     if profile_path and replay_path and costs_path:
         out.extend(profile_section(profile_path, replay_path, costs_path))
     out.append("")
@@ -324,7 +361,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(*sys.argv[2:7])
     elif sys.argv[1] == "report":
-        report(*sys.argv[2:9])
+        report(*sys.argv[2:10])
     elif sys.argv[1] == "versions":
         versions(*sys.argv[2:])
     elif sys.argv[1] == "compare":

@@ -17,12 +17,13 @@ SELECT toolgate.set_policy('bench', 'read_order', true, ARRAY['supervisor'], 0);
 RESET ROLE;
 
 -- Orders to close, one per call (closing twice is refused), numbered from 1; from 900000001 the
--- replays' (one per client), from 900000101 the purchases' (a purchase leaves its order open).
+-- replays' (one per client), from 900000101 the purchases' (a purchase leaves its order open),
+-- from 900000165 the outbox calls' (an outbox call leaves it open too: its effect is the ERP's).
 -- A catalogue part and 100 cost centres.
 INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
 SELECT t, g::text, 'open', true FROM unnest(ARRAY['bench', 'bench1']) t, generate_series(1, :orders) g;
 INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
-SELECT 'bench', (900000000 + g)::text, 'open', true FROM generate_series(1, 164) g;
+SELECT 'bench', (900000000 + g)::text, 'open', true FROM generate_series(1, 228) g;
 INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity)
 VALUES ('bench', 'P-1', 'Filtro', 12.50, 100);
 INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget)
@@ -32,6 +33,7 @@ CREATE SCHEMA bench;
 CREATE SEQUENCE bench.orders;        -- fresh order (and key) per close of tenant bench
 CREATE SEQUENCE bench.orders1;       -- fresh order per proposal of tenant bench1
 CREATE SEQUENCE bench.keys;          -- fresh keys for purchases
+CREATE SEQUENCE bench.outbox_keys;   -- fresh keys for outbox calls
 CREATE SEQUENCE bench.confirmations_used;
 -- Channel-signed "sim" for proposals made before the gated run (pgbench cannot sign): each
 -- iteration proposes a close and confirms one made earlier, the same work as proposing and
@@ -126,3 +128,72 @@ BEGIN
             p.proposal_id, 'SUCCEEDED', '{}', '45fcfb6ff200cde295f215271ea0f956e9e2f1da65043d188abf4b47d9541a95', 1, 1, 0);
 END
 $$;
+
+-- An outbox tool (issue 24), bound like the example's tools: erp_purchase_part asks an ERP outside
+-- the database for a purchase. Tier 0 for tenant bench: the call answers PENDING and writes the
+-- intent to toolgate.outbox with the ledger's settlement and the audit row, in its own
+-- transaction; nothing is sent then. Its target is the order with the catalogue part it names (the
+-- order locked, as request_purchase_part's target locks it), its request the purchase the ERP is
+-- asked for. The endpoint points at the discard port: scripts/bench.sh's dispatch stage (`toolgate
+-- bench-dispatch`, in a database of its own) points it at a fake ERP.
+SET ROLE maintenance_owner;
+CREATE FUNCTION maintenance.order_for_erp_purchase(ctx jsonb, args jsonb) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+AS $$
+DECLARE
+    result jsonb;
+BEGIN
+    SELECT jsonb_build_object('id', w.order_id, 'tenant', w.tenant_id, 'state', w.status,
+                              'part', p.part_id, 'unit_price', p.unit_price)
+      FROM maintenance.work_orders w
+      JOIN maintenance.parts p ON p.tenant_id = w.tenant_id AND p.part_id = args->>'part_id'
+     WHERE w.tenant_id = ctx->>'tenant' AND w.order_id = args->>'order_id'
+       FOR UPDATE OF w
+    INTO result;
+    RETURN result;
+END
+$$;
+CREATE FUNCTION maintenance.erp_purchase_request(ctx jsonb, args jsonb) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+AS $$
+BEGIN
+    RETURN jsonb_build_object('method', 'POST', 'path', '/purchases',
+        'body', jsonb_build_object('tenant', ctx->>'tenant', 'order_id', ctx->'target'->>'id',
+                                   'part', ctx->'target'->>'part', 'quantity', (args->>'quantity')::int,
+                                   'value', ((args->>'quantity')::numeric
+                                             * (ctx->'target'->>'unit_price')::numeric)::text));
+END
+$$;
+REVOKE EXECUTE ON FUNCTION maintenance.order_for_erp_purchase(jsonb, jsonb),
+                           maintenance.erp_purchase_request(jsonb, jsonb) FROM PUBLIC;
+RESET ROLE;
+
+SET ROLE toolgate_admin;
+SELECT toolgate.add_erp_endpoint('bench_erp', 'http://127.0.0.1:9/', 'refresh_token');
+RESET ROLE;
+SELECT toolgate.define_outbox_tool(
+    tool => 'erp_purchase_part',
+    description => 'Ask the ERP to buy parts from the catalogue for a work order.',
+    schema => $schema$
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["order_id", "part_id", "quantity", "idempotency_key"],
+        "properties": {
+            "order_id": {"type": "string", "pattern": "^[0-9]{1,10}$"},
+            "part_id": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"},
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 100},
+            "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 80}
+        }
+    }
+    $schema$,
+    sensitive => false,
+    target => 'maintenance.order_for_erp_purchase(jsonb, jsonb)',
+    request => 'maintenance.erp_purchase_request(jsonb, jsonb)',
+    endpoint => 'bench_erp',
+    target_states => ARRAY['open']);
+SET ROLE toolgate_admin;
+SELECT toolgate.set_policy('bench', 'erp_purchase_part', true, ARRAY['supervisor'], 0,
+                           max_calls_per_conversation => 2000000000);
+RESET ROLE;

@@ -9,8 +9,8 @@
 #                               # writes docs/benchmarks-pg18.md and .svg: 15's stay as they are
 #
 # Run scripts/setup.sh once first (as the README says). BENCH_SECONDS, BENCH_ROUNDS,
-# BENCH_CLIENTS and BENCH_SIZES shorten a run while working on it; the published figures use the
-# defaults.
+# BENCH_CLIENTS, BENCH_SIZES, BENCH_DISPATCH_INTENTS and BENCH_DISPATCH_CONCURRENCY shorten a run
+# while working on it; the published figures use the defaults.
 #
 # At each concurrency the workloads take turns, round after round, and the report gives each
 # workload's median round: a machine whose speed drifts during the run slows every workload of a
@@ -19,6 +19,16 @@
 # Workloads are pgbench custom scripts in bench/ (-M prepared, fresh keys per transaction from
 # sequences, tokens made before the run). Each run's audit rows are checked afterwards: a workload
 # that stopped doing what it claims fails the benchmark instead of reporting a flattering figure.
+#
+# The outbox (issue 24) is measured in two halves. Its enqueue path is a workload like the others
+# (outbox_enqueue: a gated tier-0 call of an outbox tool, which answers PENDING and writes the
+# intent). Its delivery is a stage of its own after the workloads: `toolgate bench-dispatch`
+# enqueues BENCH_DISPATCH_INTENTS intents (default 2000; 200 with --smoke) in a database of their
+# own, starts the fake ERP (crates/fake-erp) on 127.0.0.1 without rate limits or faults, and times
+# the dispatcher (dispatch::run, draining once) at each of BENCH_DISPATCH_CONCURRENCY's intents in
+# flight (default "4 16 64"; 4 with --smoke) until every intent is settled; it fails unless the
+# ERP made one effect per intent and every outbox row is SUCCEEDED. A full run measures the
+# release build of `toolgate`, as the dispatcher ships.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
@@ -53,6 +63,11 @@ else
     private_pg "target/pg-bench-$PG_MAJOR"
     log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
     CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+    if [ -z "${TOOLGATE_BIN:-}" ]; then
+        log "release build of toolgate (target/bench), the dispatcher measured"
+        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
+        TOOLGATE_BIN=$root/target/bench/release/toolgate
+    fi
 fi
 toolgate_cli
 
@@ -86,8 +101,9 @@ run() {
     local workload=$1 c=$2 db=$3 label=$4 round=$5 seconds=$6
     local logdir=$work/log/$label-$c-$round
     mkdir -p "$logdir"
-    local since
+    local since outbox_before=
     since=$(psql_ -d "$db" -Atc "SELECT coalesce(max(audit_id), 0) FROM toolgate.audit")
+    [ "$workload" != outbox_enqueue ] || outbox_before=$(psql_ -d "$db" -Atc "SELECT count(*) FROM toolgate.outbox")
     local out
     out=$("$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
         -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" -f "bench/$workload.sql" \
@@ -96,13 +112,16 @@ run() {
     local tps
     tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
     python3 bench/report.py latency "$logdir" "$label" "$workload" "$c" "$tps" >>"$results"
-    check "$workload" "$db" "$since" "$round"
-    tail -n 1 "$results" | awk -v r="$round" '{ printf "  %-12s c=%-3s round %s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, r, $4, $5, $6 }'
+    local txns
+    txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*$/\1/p' <<<"$out")
+    check "$workload" "$db" "$since" "$round" "$txns" "$outbox_before"
+    tail -n 1 "$results" | awk -v r="$round" '{ printf "  %-14s c=%-3s round %s %10.1f tps  p50 %7.3f ms  p99 %7.3f ms\n", $1, $3, r, $4, $5, $6 }'
 }
 
-# check WORKLOAD DB SINCE ROUND: the run's audit rows say the gate did what the workload claims.
+# check WORKLOAD DB SINCE ROUND TXNS OUTBOX_BEFORE: the run's audit rows say the gate did what the
+# workload claims (TXNS: the transactions pgbench made; OUTBOX_BEFORE: the outbox's rows before it).
 check() {
-    local workload=$1 db=$2 since=$3 round=$4 expected
+    local workload=$1 db=$2 since=$3 round=$4 txns=$5 outbox_before=$6 expected
     case "$workload" in
         gated_close) expected="call SUCCEEDED - f" ;;
         gated_pair) expected="call NEEDS_CONFIRMATION - f|confirm SUCCEEDED - f" ;;
@@ -110,6 +129,7 @@ check() {
         replay) expected="call SUCCEEDED - f|call SUCCEEDED - t"; [ "$round" -eq 1 ] || expected="call SUCCEEDED - t" ;;
         denial) expected="call BLOCKED role_not_allowed f" ;;
         purchase) expected="call SUCCEEDED - f" ;;
+        outbox_enqueue) expected="call PENDING - f" ;;
         *) return 0 ;;  # the floors write their rows with no gate
     esac
     local got
@@ -118,6 +138,15 @@ check() {
     if [ "$got" != "$expected" ]; then
         log "$workload did not do what it measures: audit says [$got], expected [$expected]" >&2
         exit 1
+    fi
+    # Each transaction left one audit row and one intent, PENDING (nothing delivers them here).
+    if [ "$workload" = outbox_enqueue ]; then
+        got=$(psql_ -d "$db" -At -F ' ' -c "SELECT (SELECT count(*) FROM toolgate.audit WHERE audit_id > $since),
+            count(*) - $outbox_before, count(*) FILTER (WHERE state <> 'PENDING') FROM toolgate.outbox")
+        if [ "$got" != "$txns $txns 0" ]; then
+            log "$workload did not do what it measures: after $txns transactions [audit rows, new intents, intents not PENDING] are [$got], expected [$txns $txns 0]" >&2
+            exit 1
+        fi
     fi
     if [ "$workload" = gated_pair ]; then
         local used
@@ -190,9 +219,27 @@ fi
 log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do
-        for w in floor_close gated_close floor_pair gated_pair replay denial purchase durable_write; do
+        for w in floor_close gated_close floor_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
             run "$w" "$c" toolgate_bench "$w" "$round" "$duration"
         done
+    done
+done
+
+# The dispatcher against the fake ERP, in a database of its own: toolgate_bench's outbox holds the
+# enqueue workload's intents, bound for an endpoint nobody listens on. The loader runs in a
+# subshell: the workloads' tokens stay those of toolgate_bench's load.
+dispatch_intents=${BENCH_DISPATCH_INTENTS:-$($smoke && echo 200 || echo 2000)}
+read -r -a dispatch_concurrency <<<"${BENCH_DISPATCH_CONCURRENCY:-$($smoke && echo 4 || echo 4 16 64)}"
+dispatch_results=$work/dispatch.tsv
+: >"$dispatch_results"
+log "dispatcher against the fake ERP ($rounds round(s) of $dispatch_intents intents at each concurrency)"
+(load_db toolgate_dispatch 1000)
+for round in $(seq "$rounds"); do
+    for c in "${dispatch_concurrency[@]}"; do
+        # A batch keeps every slot busy: four intents a slot, and at least the command's default, 32.
+        "$TOOLGATE_BIN" bench-dispatch --host "$sock" --port "$port" --dbname toolgate_dispatch --keys "$work/keys" \
+            --intents "$dispatch_intents" --concurrency "$c" --batch $((c * 4 > 32 ? c * 4 : 32)) >>"$dispatch_results"
+        tail -n 1 "$dispatch_results" | awk -v r="$round" '{ printf "  %-14s c=%-3s round %s %10.1f intents/s  (%d intents in %.2f s, batch %d)\n", "dispatch", $1, r, $5, $3, $4, $2 }'
     done
 done
 
@@ -237,7 +284,7 @@ CARGO_TARGET_DIR=target/bench cargo run --quiet --release -p toolgate-core --exa
 cores=$(nproc)
 BENCH_PG="$("$PG_CONFIG" --version)" BENCH_COMMIT="$(git rev-parse --short HEAD)" \
     python3 bench/report.py report "$results" "$cores" "$doc.md" "$doc.svg" \
-    "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt"
+    "$work/profile.tsv" "$work/profile-replay.tsv" "$work/costs.txt" "$dispatch_results"
 cat "$doc.md"
 # docs/benchmarks.md gets every other version's ratios beside its own (whichever run this was).
 mapfile -t others < <(find docs -maxdepth 1 -name 'benchmarks-pg*.md' | sort)

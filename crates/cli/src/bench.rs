@@ -1,13 +1,17 @@
 //! Benchmark preparation that pgbench cannot do itself: proposals made before the run, each
 //! with a confirmation the tenant's channel signed, so the gated confirm workload measures the
-//! gate and not a signing process.
+//! gate and not a signing process; and the outbox dispatcher's throughput against the fake ERP.
 
 use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 use toolgate_core::token::Signer;
+use toolgate_fake_erp::{Config, FakeErp, Settings};
 
-use crate::keys;
+use crate::db::{self, Server};
 use crate::Result;
+use crate::{dispatch, keys};
 
 /// Make `count` live proposals for tenant `bench1` through the gate (one per conversation, so
 /// none supersedes another) and store a channel-signed "sim" for each in `bench.confirmations`,
@@ -59,4 +63,196 @@ pub async fn confirmations(db: &Client, identity: &str, channel: &Signer, count:
     )
     .await?;
     Ok(())
+}
+
+/// One run of the dispatcher's benchmark (`toolgate bench-dispatch`).
+#[derive(Clone, Debug)]
+pub struct DispatchRun {
+    pub server: Server,
+    /// A database bench/setup.sql loaded (its outbox tool `erp_purchase_part`, endpoint `bench_erp`),
+    /// where no other dispatcher's intents wait.
+    pub dbname: String,
+    /// The benchmark's keys (`idp-bench.key`); the ERP's refresh token is written here too.
+    pub keys_dir: PathBuf,
+    /// Intents enqueued, then delivered.
+    pub intents: i64,
+    /// Intents the dispatcher claims at a time, and keeps in flight at once.
+    pub batch: i32,
+    pub concurrency: usize,
+}
+
+/// What a run measured: the dispatcher's wall time from its start (its connection included) until
+/// every intent was settled.
+#[derive(Clone, Debug)]
+pub struct DispatchFigures {
+    pub intents: i64,
+    pub seconds: f64,
+}
+
+impl DispatchFigures {
+    pub fn per_second(&self) -> f64 {
+        self.intents as f64 / self.seconds
+    }
+}
+
+/// The login the dispatcher runs as (made once per cluster).
+const DISPATCHER: &str = "toolgate_bench_dispatcher";
+
+/// Enqueue `intents` intents of `erp_purchase_part` through the gate (each call answers PENDING),
+/// start the fake ERP on 127.0.0.1 (no rate limits, no faults, writes done at once), point the
+/// endpoint `bench_erp` at it, and time `dispatch::run` (drain once) until all are settled. Then
+/// check what the ERP did and what the gate recorded: one effect per intent, each sent once, and
+/// every outbox row SUCCEEDED; anything else is an error, not a figure.
+pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
+    let db = run.server.connect("postgres", &run.dbname).await?;
+    db.batch_execute(&format!(
+        "DO $$ BEGIN CREATE ROLE {DISPATCHER} LOGIN IN ROLE toolgate_dispatcher; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+    ))
+    .await?;
+    // Every earlier run's intents were checked SUCCEEDED: this run's keys follow theirs.
+    let before = db::count(&db, "SELECT count(*) FROM toolgate.outbox", &[]).await?;
+    let pending = db::count(&db, "SELECT count(*) FROM toolgate.outbox WHERE state <> 'SUCCEEDED'", &[]).await?;
+    if pending > 0 {
+        return Err(format!("{pending} intent(s) of an earlier run are not SUCCEEDED").into());
+    }
+    let identity = keys::identity(&keys::load(&run.keys_dir, "idp-bench")?, "bench-user", "bench", "supervisor", 3600);
+    // A thousand calls a statement, as `confirmations` makes its proposals; the orders are the
+    // outbox workload's (900000165 and on), which an outbox call leaves open.
+    for first in (1..=run.intents).step_by(1000) {
+        let last = (first + 999).min(run.intents);
+        let row = db
+            .query_one(
+                "SELECT count(*) FILTER (WHERE r->>'outcome' = 'PENDING'), count(*), \
+                        min(r::text) FILTER (WHERE r->>'outcome' IS DISTINCT FROM 'PENDING') \
+                   FROM (SELECT toolgate.call($1, 'dispatch-bench', 'erp_purchase_part', \
+                                jsonb_build_object('order_id', (900000165 + g % 64)::text, 'part_id', 'P-1', \
+                                                   'quantity', 1, 'idempotency_key', 'dispatch-key-' || g)) AS r \
+                           FROM generate_series($2::bigint, $3::bigint) g) s",
+                &[&identity, &(before + first), &(before + last)],
+            )
+            .await?;
+        let (answered_pending, calls): (i64, i64) = (row.get(0), row.get(1));
+        if answered_pending != calls {
+            let other: Option<String> = row.get(2);
+            return Err(format!(
+                "{} of {calls} outbox calls did not answer PENDING: {}",
+                calls - answered_pending,
+                other.unwrap_or_default()
+            )
+            .into());
+        }
+    }
+    let queued = db::count(&db, "SELECT count(*) FROM toolgate.outbox WHERE state = 'PENDING'", &[]).await?;
+    if queued != run.intents {
+        return Err(format!("{queued} intents PENDING in the outbox, expected {}", run.intents).into());
+    }
+
+    let erp = FakeErpThread::start()?;
+    let token_file = run.keys_dir.join("erp-refresh-token");
+    std::fs::write(&token_file, format!("{}\n", erp.erp.refresh_token()))?;
+    db.batch_execute(&format!(
+        "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('bench_erp', '{}', 'refresh_token'); RESET ROLE",
+        erp.erp.base_url()
+    ))
+    .await?;
+    let opts = dispatch::Options {
+        database: format!("host={} port={} user={DISPATCHER} dbname={}", run.server.host, run.server.port, run.dbname),
+        once: true,
+        batch: run.batch,
+        concurrency: run.concurrency,
+        refresh_token_file: Some(token_file),
+        ..dispatch::Options::default()
+    };
+    let started = Instant::now();
+    let report = dispatch::run(&opts).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let effects = erp.erp.effects();
+    drop(erp);
+
+    let n = run.intents as usize;
+    if report.claimed != n || report.count("SUCCEEDED") != n {
+        return Err(format!(
+            "the dispatcher claimed {} and settled {:?}, expected {n} SUCCEEDED",
+            report.claimed, report.settled
+        )
+        .into());
+    }
+    let erp_count = |what: &str| effects[what].as_i64().unwrap_or(-1);
+    let (made, writes_received) = (erp_count("effects"), erp_count("writes_received"));
+    if made != run.intents || erp_count("done") != run.intents || writes_received != run.intents {
+        return Err(format!(
+            "the ERP made {made} effect(s) ({} done) from {writes_received} write(s), expected {} of each",
+            erp_count("done"),
+            run.intents
+        )
+        .into());
+    }
+    let row = db
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'SUCCEEDED'), \
+                    (SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND outcome = 'SUCCEEDED') \
+               FROM toolgate.outbox",
+            &[],
+        )
+        .await?;
+    let (rows, succeeded, audited): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let total = before + run.intents;
+    if rows != total || succeeded != total || audited != total {
+        return Err(format!(
+            "the outbox holds {rows} intent(s), {succeeded} SUCCEEDED, with {audited} dispatch audit row(s) \
+             SUCCEEDED; expected {total} of each"
+        )
+        .into());
+    }
+    Ok(DispatchFigures { intents: run.intents, seconds })
+}
+
+/// The fake ERP on a thread and runtime of its own, as an ERP in another process would be: the
+/// dispatcher under test does not share its thread with the server it sends to.
+struct FakeErpThread {
+    erp: FakeErp,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeErpThread {
+    fn start() -> Result<Self> {
+        let settings = Settings {
+            per_second: 0,
+            per_minute: 0,
+            async_delay: Duration::ZERO,
+            require_idempotency_key: true,
+            ..Settings::default()
+        };
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let config = Config { settings, refresh_token: None };
+                let _ = ready_tx.send(toolgate_fake_erp::start("127.0.0.1:0".parse().unwrap(), config).await);
+                let _ = stopped.await;
+            });
+        });
+        let erp = ready_rx.recv().map_err(|_| "the fake ERP's thread ended")??;
+        Ok(FakeErpThread { erp, stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for FakeErpThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

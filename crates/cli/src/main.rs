@@ -223,6 +223,27 @@ enum Command {
         #[arg(long)]
         count: i64,
     },
+    /// For scripts/bench.sh: enqueue INTENTS intents of the outbox tool erp_purchase_part in
+    /// DBNAME (bench/setup.sql's), start the fake ERP on 127.0.0.1, drain them with the dispatcher
+    /// (--batch, --concurrency) and print "concurrency batch intents seconds intents/s" (TSV).
+    /// Exits 2 unless the ERP made one effect per intent, each sent once, and every outbox row is
+    /// SUCCEEDED.
+    BenchDispatch {
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        dbname: String,
+        #[arg(long)]
+        keys: PathBuf,
+        #[arg(long)]
+        intents: i64,
+        #[arg(long, default_value_t = 32)]
+        batch: i32,
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+    },
 }
 
 /// What the person answered to a proposal, and the channel key that signs it (`confirmation`,
@@ -399,6 +420,18 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 let db = Server { host, port }.connect("postgres", &dbname).await?;
                 bench::confirmations(&db, &identity, &channel, count).await
             })?;
+        }
+        Command::BenchDispatch { host, port, dbname, keys: keys_dir, intents, batch, concurrency } => {
+            let run =
+                bench::DispatchRun { server: Server { host, port }, dbname, keys_dir, intents, batch, concurrency };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let figures = runtime.block_on(bench::dispatch(&run))?;
+            println!(
+                "{concurrency}\t{batch}\t{}\t{:.3}\t{:.1}",
+                figures.intents,
+                figures.seconds,
+                figures.per_second()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
