@@ -453,3 +453,69 @@ async fn two_dispatchers_and_32_clients_settle_each_intent_exactly_once() {
     );
     assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.effects WHERE tool = 'erp_order'").await, keys);
 }
+
+#[tokio::test]
+async fn an_https_endpoint_is_reached_over_tls_only_with_a_trusted_certificate() {
+    use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use tokio_rustls::rustls::ServerConfig;
+
+    let s = setup("dispatch_tls").await;
+    // A TLS front for the fake ERP on 127.0.0.1, its certificate signed by nobody the dispatcher
+    // knows unless told (--ca-file).
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let ca_file = s.lab.keys_dir.join("erp-ca.pem");
+    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let config = ServerConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert.der().clone()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = listener.local_addr().unwrap();
+    let backend = s.erp.addr();
+    let handshakes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = handshakes.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, counted) = (acceptor.clone(), counted.clone());
+            tokio::spawn(async move {
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut plain = tokio::net::TcpStream::connect(backend).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                }
+            });
+        }
+    });
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('fake_erp', 'https://{front}/', 'refresh_token'); \
+             RESET ROLE;"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&s.call("o1", "tls-key-1").await), ("PENDING", "-"));
+
+    // Not trusted: the handshake fails, nothing is sent (not even the refresh token).
+    let report = s.dispatch().await;
+    assert_eq!(report.count("PENDING"), 1, "{report:?}");
+    assert_eq!((s.erp("writes_received"), s.erp("refreshes")), (0, 0));
+    assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Trusted: delivered over TLS, the same key.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    let mut trusted = s.options();
+    trusted.ca_file = Some(ca_file);
+    let report = dispatch::run(&trusted).await.unwrap();
+    assert_eq!(report.count("SUCCEEDED"), 1, "{report:?}");
+    assert_eq!(s.erp_key("tls-key-1"), ("DONE".to_string(), 1));
+    assert!(handshakes.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the token and the write, over TLS");
+    let status = s.call("o1", "tls-key-1").await;
+    assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
+}

@@ -36,8 +36,9 @@
 //! The ERP's conventions this first version knows (those of `toolgate-fake-erp`, seed 004's ERP):
 //! `POST /oauth/token` (`grant_type=refresh_token`, the refresh token rotating on every use), the
 //! state query `GET /requests/{key}` and the protocol `GET /protocols/{protocol}`, all under the
-//! endpoint's base URL; `http` only (`https` is refused, the intent dead-lettered after its
-//! attempts). The credentials of an endpoint whose `auth_kind` is `bearer` or `refresh_token` are
+//! endpoint's base URL, `http` or `https` (rustls: the Mozilla roots, and `--ca-file`'s for an
+//! ERP whose certificate a private authority signed; a handshake that fails sends nothing). The
+//! credentials of an endpoint whose `auth_kind` is `bearer` or `refresh_token` are
 //! kept in the database, shared by every dispatcher (`toolgate.erp_credentials`, which no role
 //! reads: `erp_access_token`, `erp_refresh_begin` and `erp_refresh_end` are the dispatcher's way
 //! in); `--refresh-token-file` seeds an endpoint's the first time and is rewritten on every
@@ -51,6 +52,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Semaphore};
 use tokio_postgres::Client;
+use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use tokio_rustls::TlsConnector;
 use toolgate_fake_erp::client::{self, CallError, Reply};
 
 use crate::{db, Result};
@@ -69,6 +73,8 @@ pub struct Options {
     pub concurrency: usize,
     /// The refresh token's file, for endpoints that need a token.
     pub refresh_token_file: Option<PathBuf>,
+    /// More certificate authorities to trust for `https` endpoints (PEM), beside the Mozilla roots.
+    pub ca_file: Option<PathBuf>,
     /// One HTTP exchange's timeout.
     pub timeout: Duration,
     /// How long the async protocol is polled before the intent is left UNCERTAIN.
@@ -90,6 +96,7 @@ impl Default for Options {
             batch: 32,
             concurrency: 4,
             refresh_token_file: None,
+            ca_file: None,
             timeout: Duration::from_secs(10),
             settle_within: Duration::from_secs(10),
             max_attempts: 8,
@@ -151,9 +158,25 @@ fn encode(text: &str) -> String {
     out
 }
 
-/// `http://host:port/prefix` → the address and the prefix (no trailing `/`).
-async fn target(base_url: &str) -> std::result::Result<(SocketAddr, String), String> {
-    let rest = base_url.strip_prefix("http://").ok_or("only http:// endpoints are supported")?;
+/// Where an endpoint's requests go: its address, the `Host` header (the authority as the base URL
+/// gives it), the name its TLS certificate must be valid for, whether it is TLS, and the path
+/// prefix (no trailing `/`).
+#[derive(Clone, Debug)]
+struct Link {
+    addr: SocketAddr,
+    authority: String,
+    host: String,
+    tls: bool,
+    prefix: String,
+}
+
+/// `http(s)://host[:port]/prefix` → its link (the host resolved now).
+async fn target(base_url: &str) -> std::result::Result<Link, String> {
+    let (tls, rest) = match (base_url.strip_prefix("https://"), base_url.strip_prefix("http://")) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        _ => return Err("an endpoint is http:// or https://".into()),
+    };
     let (authority, prefix) = match rest.find('/') {
         Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
         None => (rest, ""),
@@ -162,14 +185,38 @@ async fn target(base_url: &str) -> std::result::Result<(SocketAddr, String), Str
         Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
             (host.trim_start_matches('[').trim_end_matches(']'), port.parse::<u16>().map_err(|_| "a bad port")?)
         }
-        _ => (authority, 80),
+        _ => (authority.trim_start_matches('[').trim_end_matches(']'), if tls { 443 } else { 80 }),
     };
     let addr = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| format!("cannot resolve the endpoint's host: {e}"))?
         .next()
         .ok_or("the endpoint's host has no address")?;
-    Ok((addr, prefix.to_string()))
+    Ok(Link { addr, authority: authority.to_string(), host: host.to_string(), tls, prefix: prefix.to_string() })
+}
+
+/// The TLS client configuration: the Mozilla roots (webpki-roots), and the certificates of
+/// `ca_file` (PEM) if given, for an ERP whose certificate a private authority signed.
+fn tls_config(ca_file: Option<&Path>) -> Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(file) = ca_file {
+        let certs = CertificateDer::pem_file_iter(file)
+            .map_err(|e| format!("--ca-file {}: {e}", file.display()))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| format!("--ca-file {}: {e}", file.display()))?;
+        if certs.is_empty() {
+            return Err(format!("--ca-file {}: no certificate in it", file.display()).into());
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| format!("--ca-file {}: {e}", file.display()))?;
+        }
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// What an attempt ended with, as `settle_outbox` takes it.
@@ -196,6 +243,8 @@ type Sent = HashMap<String, VecDeque<Instant>>;
 
 struct Dispatcher {
     db: Client,
+    /// For `https` endpoints.
+    tls: Arc<ClientConfig>,
     /// A connection of its own for the credentials: a refresh holds their row's lock in a
     /// transaction while it trades the refresh token at the ERP.
     credentials: Mutex<Client>,
@@ -234,6 +283,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let credentials = Mutex::new(db::connect_to(&opts.database).await?);
     let dispatcher = Arc::new(Dispatcher {
         db,
+        tls: tls_config(opts.ca_file.as_deref())?,
         credentials,
         opts: opts.clone(),
         tokens: Mutex::new(HashMap::new()),
@@ -344,11 +394,11 @@ impl Dispatcher {
 
     /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.
     async fn deliver(&self, intent: &Intent) -> Settlement {
-        let (addr, prefix) = match target(&intent.base_url).await {
+        let link = match target(&intent.base_url).await {
             Ok(t) => t,
             Err(e) => return settled("PENDING", json!({"error": "endpoint_unreachable", "detail": e})),
         };
-        let erp = Erp { d: self, intent, addr, prefix };
+        let erp = Erp { d: self, intent, link };
         // NOT_FOUND: never applied, so it is sent (with the same key).
         if intent.sent_before {
             if let Some(done) = erp.reconcile().await {
@@ -360,12 +410,7 @@ impl Dispatcher {
 
     /// The access token for `intent`'s endpoint and its generation: this process's, else the one
     /// another dispatcher stored, else a new one (refreshed).
-    async fn access(
-        &self,
-        intent: &Intent,
-        addr: SocketAddr,
-        prefix: &str,
-    ) -> std::result::Result<(Option<String>, i64), String> {
+    async fn access(&self, intent: &Intent, link: &Link) -> std::result::Result<(Option<String>, i64), String> {
         if intent.auth_kind == "none" {
             return Ok((None, 0));
         }
@@ -383,25 +428,19 @@ impl Dispatcher {
             (token.access, token.generation) = (row.get(0), row.get(1));
         }
         if token.access.is_none() {
-            self.refresh(token, &intent.endpoint, addr, prefix).await?;
+            self.refresh(token, &intent.endpoint, link).await?;
         }
         Ok((token.access.clone(), token.generation))
     }
 
     /// After a 401 with the token of `generation`: refresh, unless someone did meanwhile.
-    async fn refreshed(
-        &self,
-        endpoint: &str,
-        generation: i64,
-        addr: SocketAddr,
-        prefix: &str,
-    ) -> std::result::Result<(), String> {
+    async fn refreshed(&self, endpoint: &str, generation: i64, link: &Link) -> std::result::Result<(), String> {
         let mut tokens = self.tokens.lock().await;
         let token = tokens.entry(endpoint.to_string()).or_default();
         if token.generation != generation {
             return Ok(());
         }
-        self.refresh(token, endpoint, addr, prefix).await
+        self.refresh(token, endpoint, link).await
     }
 
     /// One refresh for every dispatcher: under the lock of the endpoint's credentials
@@ -410,13 +449,7 @@ impl Dispatcher {
     /// instead, `POST /oauth/token` with the current refresh token; the rotated one is written to
     /// the file (if any) and stored with the new access token (`erp_refresh_end`) before the lock
     /// is released and the access token used (the old refresh token no longer works).
-    async fn refresh(
-        &self,
-        token: &mut Token,
-        endpoint: &str,
-        addr: SocketAddr,
-        prefix: &str,
-    ) -> std::result::Result<(), String> {
+    async fn refresh(&self, token: &mut Token, endpoint: &str, link: &Link) -> std::result::Result<(), String> {
         let file = self.opts.refresh_token_file.as_deref();
         let seed = match file {
             Some(file) => {
@@ -444,16 +477,16 @@ impl Dispatcher {
             return Ok(());
         };
         let form = format!("grant_type=refresh_token&refresh_token={}", encode(current.trim()));
-        let reply = client::call(
-            addr,
-            "POST",
-            &format!("{prefix}/oauth/token"),
-            &[("Content-Type", "application/x-www-form-urlencoded")],
-            Some(form.as_bytes()),
-            self.opts.timeout,
-        )
-        .await
-        .map_err(|e| format!("token endpoint: {e}"))?;
+        let reply = self
+            .http(
+                link,
+                "POST",
+                "/oauth/token",
+                &[("Content-Type", "application/x-www-form-urlencoded")],
+                Some(form.as_bytes()),
+            )
+            .await
+            .map_err(|e| format!("token endpoint: {e}"))?;
         let body = reply.json();
         let (Some(access), Some(next)) = (body["access_token"].as_str(), body["refresh_token"].as_str()) else {
             return Err(format!("token endpoint answered {} {}", reply.status, body["error"].as_str().unwrap_or("")));
@@ -468,6 +501,30 @@ impl Dispatcher {
         tx.commit().await.map_err(db_error)?;
         (token.access, token.generation) = (Some(access.to_string()), row.get(0));
         Ok(())
+    }
+
+    /// One HTTP exchange with an endpoint, `path` under its prefix, TLS if it is `https`, within
+    /// the timeout. A TLS handshake that fails is `Connect`: nothing of the request was sent.
+    async fn http(
+        &self,
+        link: &Link,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> std::result::Result<Reply, CallError> {
+        let head = client::head(method, &format!("{}{path}", link.prefix), &link.authority, headers, body);
+        let exchange = async {
+            let tcp = tokio::net::TcpStream::connect(link.addr).await.map_err(CallError::Connect)?;
+            if !link.tls {
+                return client::over(tcp, &head, body).await;
+            }
+            let name = ServerName::try_from(link.host.clone())
+                .map_err(|e| CallError::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+            let tls = TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(CallError::Connect)?;
+            client::over(tls, &head, body).await
+        };
+        tokio::time::timeout(self.opts.timeout, exchange).await.unwrap_or(Err(CallError::Timeout))
     }
 
     /// Wait until both of the endpoint's windows have room, then count this request.
@@ -525,8 +582,7 @@ fn write_secret(file: &Path, secret: &str) -> std::io::Result<()> {
 struct Erp<'a> {
     d: &'a Dispatcher,
     intent: &'a Intent,
-    addr: SocketAddr,
-    prefix: String,
+    link: Link,
 }
 
 /// 429s waited out per exchange before the intent is left for later.
@@ -545,7 +601,7 @@ impl Erp<'_> {
         let mut refreshed = false;
         let mut limited = 0;
         loop {
-            let (token, generation) = match self.d.access(self.intent, self.addr, &self.prefix).await {
+            let (token, generation) = match self.d.access(self.intent, &self.link).await {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
@@ -564,19 +620,11 @@ impl Erp<'_> {
                 headers.push(("Content-Type", "application/json"));
             }
             self.d.pace(self.intent).await;
-            let reply = client::call(
-                self.addr,
-                method,
-                &format!("{}{path}", self.prefix),
-                &headers,
-                bytes.as_deref(),
-                self.d.opts.timeout,
-            )
-            .await?;
+            let reply = self.d.http(&self.link, method, path, &headers, bytes.as_deref()).await?;
             match reply.status {
                 401 if !refreshed && self.intent.auth_kind != "none" => {
                     refreshed = true;
-                    if let Err(e) = self.d.refreshed(&self.intent.endpoint, generation, self.addr, &self.prefix).await {
+                    if let Err(e) = self.d.refreshed(&self.intent.endpoint, generation, &self.link).await {
                         eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
                         return Err(CallError::Broken(format!("no access token: {e}")));
                     }
@@ -712,9 +760,17 @@ mod tests {
 
     #[tokio::test]
     async fn base_urls_name_an_address_and_a_prefix() {
-        let (addr, prefix) = target("http://127.0.0.1:8099/api/").await.unwrap();
-        assert_eq!((addr.to_string(), prefix.as_str()), ("127.0.0.1:8099".to_string(), "/api"));
-        assert_eq!(target("http://127.0.0.1:8099").await.unwrap().1, "");
-        assert!(target("https://erp.example/").await.is_err());
+        let link = target("http://127.0.0.1:8099/api/").await.unwrap();
+        assert_eq!(
+            (link.addr.to_string(), link.prefix.as_str(), link.tls),
+            ("127.0.0.1:8099".to_string(), "/api", false)
+        );
+        assert_eq!(target("http://127.0.0.1:8099").await.unwrap().prefix, "");
+        let link = target("https://127.0.0.1/erp").await.unwrap();
+        assert_eq!(
+            (link.addr.port(), link.authority.as_str(), link.host.as_str(), link.tls),
+            (443, "127.0.0.1", "127.0.0.1", true)
+        );
+        assert!(target("ftp://127.0.0.1/").await.is_err());
     }
 }

@@ -139,6 +139,10 @@ enum Command {
         /// with the new one at every rotation. Only the dispatcher's account should read it.
         #[arg(long, value_name = "FILE")]
         refresh_token_file: Option<PathBuf>,
+        /// More certificate authorities (PEM) to trust for https endpoints, beside the Mozilla
+        /// roots the dispatcher carries: for an ERP whose certificate a private authority signed.
+        #[arg(long, value_name = "FILE")]
+        ca_file: Option<PathBuf>,
         /// Seconds one HTTP exchange may take.
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
@@ -330,6 +334,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             batch,
             concurrency,
             refresh_token_file,
+            ca_file,
             timeout,
             settle_within,
             max_attempts,
@@ -345,6 +350,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 batch,
                 concurrency,
                 refresh_token_file,
+                ca_file,
                 timeout: secs(timeout)?,
                 settle_within: secs(settle_within)?,
                 max_attempts,

@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// An answer.
@@ -66,7 +66,17 @@ pub async fn call(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Reply, CallError> {
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let head = head(method, path, &addr.to_string(), headers, body);
+    let exchange = async {
+        let stream = TcpStream::connect(addr).await.map_err(CallError::Connect)?;
+        over(stream, &head, body).await
+    };
+    tokio::time::timeout(timeout, exchange).await.unwrap_or(Err(CallError::Timeout))
+}
+
+/// A request's head, for `host` (the `Host` header: the name, and the port if not the scheme's).
+pub fn head(method: &str, path: &str, host: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> String {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -74,26 +84,35 @@ pub async fn call(
         head.push_str(&format!("Content-Length: {}\r\n", body.map_or(0, <[u8]>::len)));
     }
     head.push_str("\r\n");
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.map_err(CallError::Connect)?;
-        let broken = |e: std::io::Error| CallError::Broken(e.to_string());
-        stream.write_all(head.as_bytes()).await.map_err(broken)?;
-        if let Some(body) = body {
-            stream.write_all(body).await.map_err(broken)?;
-        }
-        let mut received = Vec::new();
-        match stream.read_to_end(&mut received).await {
-            Ok(_) => {}
-            // A reset with nothing read is a connection dropped without an answer too.
-            Err(e) if received.is_empty() && e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => return Err(broken(e)),
-        }
-        if received.is_empty() {
-            return Err(CallError::Closed);
-        }
-        parse(&received)
-    };
-    tokio::time::timeout(timeout, exchange).await.unwrap_or(Err(CallError::Timeout))
+    head
+}
+
+/// One exchange over a connection already made (plain TCP, or TLS over it): `head` and `body`
+/// sent, the answer read to the end of the connection. No timeout of its own.
+pub async fn over<S>(mut stream: S, head: &str, body: Option<&[u8]>) -> Result<Reply, CallError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let broken = |e: std::io::Error| CallError::Broken(e.to_string());
+    stream.write_all(head.as_bytes()).await.map_err(broken)?;
+    if let Some(body) = body {
+        stream.write_all(body).await.map_err(broken)?;
+    }
+    stream.flush().await.map_err(broken)?;
+    let mut received = Vec::new();
+    match stream.read_to_end(&mut received).await {
+        Ok(_) => {}
+        // A reset with nothing read is a connection dropped without an answer too.
+        Err(e) if received.is_empty() && e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        // A TLS connection closed without its close_notify: what came is judged as it is (a
+        // body shorter than its Content-Length is still refused).
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(broken(e)),
+    }
+    if received.is_empty() {
+        return Err(CallError::Closed);
+    }
+    parse(&received)
 }
 
 /// [`call`] with a JSON body (or none) and a timeout of ten seconds.
