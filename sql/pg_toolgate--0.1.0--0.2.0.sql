@@ -1579,7 +1579,9 @@ WITH calls AS (
 ), made AS (
     SELECT e.tenant_id, count(*) AS effects FROM toolgate.effects e GROUP BY e.tenant_id
 ), queued AS (
-    SELECT o.tenant_id, count(*) AS pending FROM toolgate.outbox o WHERE o.state = 'PENDING' GROUP BY o.tenant_id
+    SELECT o.tenant_id, count(*) FILTER (WHERE o.state = 'PENDING') AS pending,
+           count(*) FILTER (WHERE o.state = 'DEAD') AS dead_letters
+      FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'DEAD') GROUP BY o.tenant_id
 )
 SELECT coalesce(c.tenant_id, m.tenant_id, q.tenant_id) AS tenant_id,
        coalesce(c.schema_valid, 0) AS schema_valid,
@@ -1589,7 +1591,8 @@ SELECT coalesce(c.tenant_id, m.tenant_id, q.tenant_id) AS tenant_id,
        coalesce(c.confirmation_denied, 0) AS confirmation_denied,
        coalesce(c.partial_results, 0) AS partial_results,
        coalesce(m.effects, 0) AS effects,
-       coalesce(q.pending, 0) AS pending
+       coalesce(q.pending, 0) AS pending,
+       coalesce(q.dead_letters, 0) AS dead_letters
   FROM calls c FULL JOIN made m ON m.tenant_id = c.tenant_id
   FULL JOIN queued q ON q.tenant_id = coalesce(c.tenant_id, m.tenant_id);
 

@@ -519,3 +519,30 @@ async fn an_https_endpoint_is_reached_over_tls_only_with_a_trusted_certificate()
     let status = s.call("o1", "tls-key-1").await;
     assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
 }
+
+#[tokio::test]
+async fn an_intent_still_unknown_after_its_attempts_is_dead_lettered_for_a_person() {
+    let s = setup("dispatch_dead").await;
+    // Every write answered 500, every state query 503: the ERP never says.
+    s.erp.queue_fault(Fault::InternalError, 10, Matcher::parse("POST /purchases").unwrap());
+    s.erp.queue_fault(Fault::Unavailable, 10, Matcher::parse("GET /requests").unwrap());
+    assert_eq!(outcome(&s.call("o9", "dead-key-1").await), ("PENDING", "-"));
+    let mut o = s.options();
+    (o.max_attempts, o.retry_delay) = (3, Duration::ZERO);
+    let mut settled = Vec::new();
+    for _ in 0..3 {
+        let report = dispatch::run(&o).await.unwrap();
+        settled.extend(report.settled.keys().cloned());
+    }
+    assert_eq!(settled.last().map(String::as_str), Some("DEAD"), "{settled:?}");
+    assert_eq!(s.outbox("dead-key-1").await, ("DEAD".to_string(), 3));
+    // The ledger answers UNCERTAIN (nobody knows), not an error; the panel and the alert show it.
+    let status = s.call("o9", "dead-key-1").await;
+    assert_eq!((outcome(&status), status["isError"].as_bool()), (("UNCERTAIN", "-"), Some(false)), "{status}");
+    assert_eq!(count(&s.root, "SELECT dead_letters FROM toolgate.panel WHERE tenant_id = 'shopping-a'").await, 1);
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.alert_outbox WHERE state = 'DEAD'").await, 1);
+    // Final for the dispatcher: never claimed again.
+    s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+    assert_eq!(dispatch::run(&o).await.unwrap().claimed, 0);
+    assert_eq!(s.erp("effects"), 0);
+}
