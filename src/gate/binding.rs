@@ -463,6 +463,7 @@ fn decimal(v: Option<&Value>) -> Option<Decimal> {
 pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
     check(b)?;
     invoke(b.target, "target", ctx(b, args, &[]), args, |out| {
+        let out = refusal("target", out)?;
         let Some(found) = out.filter(|v| !v.is_null()) else {
             return Err(Deny::new(Rule::TargetNotFound));
         };
@@ -482,7 +483,8 @@ pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
 pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>> {
     let Some(function) = b.value else { return Ok(None) };
     let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
-        let said = out.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
+        let said = refusal("value", out)?;
+        let said = said.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
         let exact =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
         // One rounding, the gate's, to the currency's minor unit: the person reads this amount,
@@ -506,11 +508,33 @@ pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>>
     said.map(Some)
 }
 
+/// A refusal a bound function named instead of answering NULL: `{"refused": RULE}` (that member
+/// alone), RULE one of `Rule::NAMEABLE` (`target_not_found`, `state_not_allowed`,
+/// `value_over_limit`, `budget_exceeded`). It is the call's outcome, as if the gate had found it,
+/// and nothing the function wrote stays (the scope rolls back). Another word, or more members
+/// beside it, is a misconfiguration (`effect_failed` from the effect): a function cannot speak for
+/// the gate's other steps. Any other answer comes back to be judged as before.
+fn refusal(function: &str, out: Option<Value>) -> Step<Option<Value>> {
+    let Some(Value::Object(answer)) = &out else { return Ok(out) };
+    let Some(named) = answer.get("refused") else { return Ok(out) };
+    let rule = named.as_str().and_then(Rule::named_by_function).filter(|_| answer.len() == 1);
+    match rule {
+        Some(rule) => Err(Deny::because(rule, json!({"reason": "refused_by_function", "function": function}))),
+        None => {
+            let reason = "may refuse only with {\"refused\": target_not_found | state_not_allowed | value_over_limit | budget_exceeded}";
+            Err(match function {
+                "effect" => Deny::because(Rule::EffectFailed, json!({"function": function, "reason": reason})),
+                _ => misconfigured(function, reason),
+            })
+        }
+    }
+}
+
 /// Step 8's effect. NULL means the state moved under the call (`state_not_allowed`); anything
 /// but an object, or an exception, is `effect_failed` and leaves nothing of the effect.
 pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<(Value, String)> {
     let ctx = ctx(b, args, &[("target", Some(&target.found)), ("value", valued.map(|v| &v.said))]);
-    let result = invoke(b.effect, "effect", ctx, args, |out| match out {
+    let result = invoke(b.effect, "effect", ctx, args, |out| match refusal("effect", out)? {
         None | Some(Value::Null) => Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"}))),
         Some(result) if result.is_object() => Ok(result),
         Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),

@@ -71,6 +71,18 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// The refusals a DBA's bound function may name instead of answering NULL
+    /// (`{"refused": "budget_exceeded"}`): the ERP's own verdicts on the target, its state and the
+    /// money. No other: a function cannot speak for the gate's identity, policy, quota or
+    /// confirmation steps.
+    pub const NAMEABLE: [Rule; 4] =
+        [Rule::TargetNotFound, Rule::StateNotAllowed, Rule::ValueOverLimit, Rule::BudgetExceeded];
+
+    /// The rule a bound function named, if it is one it may name.
+    pub fn named_by_function(word: &str) -> Option<Rule> {
+        Rule::NAMEABLE.into_iter().find(|r| r.as_str() == word)
+    }
+
     pub const ALL: [Rule; 18] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
@@ -246,6 +258,16 @@ impl Reply {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_function_may_name_only_the_erps_own_refusals() {
+        assert_eq!(Rule::named_by_function("budget_exceeded"), Some(Rule::BudgetExceeded));
+        assert_eq!(Rule::named_by_function("state_not_allowed"), Some(Rule::StateNotAllowed));
+        for word in ["identity_invalid", "tool_not_allowed", "human_declined", "rate_over_limit", "Budget_Exceeded", ""]
+        {
+            assert_eq!(Rule::named_by_function(word), None, "{word}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 
