@@ -15,14 +15,14 @@
 mod common;
 
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::TcpListener;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 use toolgate_cli::dispatch::{self, Options, Report};
 use toolgate_fake_erp::{Fault, Matcher};
 
-use common::outbox::{self, DISPATCHER, TOOL};
+use common::outbox::{self, TOOL};
 /// Dispatch runs a row may take before an intent still open fails it.
 const MAX_RUNS: usize = 6;
 
@@ -71,20 +71,6 @@ enum Learned {
 }
 
 impl Setup {
-    fn options(&self) -> Options {
-        Options {
-            database: format!(
-                "host={} port={} user={DISPATCHER} dbname={}",
-                self.lab.server.host, self.lab.server.port, self.lab.dbname
-            ),
-            once: true,
-            refresh_token_file: Some(self.token_file.clone()),
-            timeout: Duration::from_secs(2),
-            settle_within: Duration::from_secs(5),
-            ..Options::default()
-        }
-    }
-
     /// One dispatch run with `opts`, recorded for the table.
     async fn dispatch_with(&self, opts: &Options) -> Report {
         let report = dispatch::run(opts).await.expect("the dispatcher runs");
@@ -118,18 +104,6 @@ impl Setup {
         count(&self.root, "SELECT count(*) FROM toolgate.outbox WHERE state IN ('PENDING', 'UNCERTAIN')").await
     }
 
-    /// `toolgate.call` of the outbox tool for order `order` with `key`.
-    async fn call(&self, order: &str, key: &str) -> Value {
-        let args = json!({"order_id": order, "part": "filter", "quantity": 2, "idempotency_key": key});
-        toolgate_cli::db::json(
-            &self.app,
-            "SELECT toolgate.call($1, 'conv-erp', $2, $3)",
-            &[&self.lab.supervisor_a(), &TOOL, &args],
-        )
-        .await
-        .unwrap()
-    }
-
     /// `n` calls (orders o1.., keys `PREFIX-1`..), each answered PENDING.
     async fn intents(&self, prefix: &str, n: usize) -> Vec<Intent> {
         let mut intents = Vec::new();
@@ -141,16 +115,6 @@ impl Setup {
         }
         assert_eq!(self.erp("writes_received"), 0, "nothing is sent by the call");
         intents
-    }
-
-    /// The ERP's record for the gate's key `key`: (status, effects); ("-", 0) if it has none.
-    fn erp_key(&self, key: &str) -> (String, i64) {
-        let by_key = &self.erp.effects()["by_key"][format!("shopping-a:{TOOL}:{key}")];
-        (by_key["status"].as_str().unwrap_or("-").to_string(), by_key["effects"].as_i64().unwrap_or(0))
-    }
-
-    fn erp(&self, what: &str) -> i64 {
-        self.erp.effects()[what].as_i64().unwrap()
     }
 
     /// Wait (bounded) until the ERP's record of `key` is `status`.
