@@ -64,16 +64,7 @@ async fn the_database_stopped_immediately_mid_batch_loses_and_duplicates_nothing
 
     // The dispatcher connects again by itself.
     let root = s.lab.connect("postgres").await.unwrap();
-    let mut open = i64::MAX;
-    for _ in 0..300 {
-        open =
-            count(&root, "SELECT count(*) FROM toolgate.outbox WHERE state NOT IN ('SUCCEEDED', 'REJECTED', 'DEAD')")
-                .await;
-        if open == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let open = wait_final(&root, 300).await;
     drop(child);
     assert!((1..N as i64).contains(&sent), "stopped mid-run: {sent} of {N} sent");
     assert_eq!(open, 0, "0 lost intents");

@@ -406,16 +406,7 @@ async fn two_dispatchers_and_32_clients_settle_each_intent_exactly_once() {
     }
     let called = started.elapsed();
     // Everything final: the dispatchers go on until then (bounded).
-    let mut open = i64::MAX;
-    for _ in 0..600 {
-        open =
-            count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state NOT IN ('SUCCEEDED', 'REJECTED', 'DEAD')")
-                .await;
-        if open == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let open = wait_final(&s.root, 600).await;
     for d in dispatchers {
         d.abort();
     }

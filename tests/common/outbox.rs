@@ -173,3 +173,19 @@ impl Setup {
         Killed(child)
     }
 }
+
+/// Wait until every intent of the outbox is final (SUCCEEDED, REJECTED or DEAD), as `client`
+/// sees it, polling every 100 ms at most `tries` times; the number still open then.
+pub async fn wait_final(client: &Client, tries: usize) -> i64 {
+    let mut open = i64::MAX;
+    for _ in 0..tries {
+        open =
+            count(client, "SELECT count(*) FROM toolgate.outbox WHERE state NOT IN ('SUCCEEDED', 'REJECTED', 'DEAD')")
+                .await;
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    open
+}

@@ -421,10 +421,7 @@ impl Dispatcher {
                 .db
                 .query_one("SELECT access_token, generation FROM toolgate.erp_access_token($1)", &[&intent.endpoint])
                 .await
-                .map_err(|e| {
-                    let why = e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string());
-                    format!("the endpoint's credentials: {why}")
-                })?;
+                .map_err(credentials_error)?;
             (token.access, token.generation) = (row.get(0), row.get(1));
         }
         if token.access.is_none() {
@@ -457,22 +454,19 @@ impl Dispatcher {
             }
             None => None,
         };
-        let db_error = |e: tokio_postgres::Error| {
-            format!("the endpoint's credentials: {}", e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string()))
-        };
         let mut credentials = self.credentials.lock().await;
-        let tx = credentials.transaction().await.map_err(db_error)?;
+        let tx = credentials.transaction().await.map_err(credentials_error)?;
         let row = tx
             .query_one(
                 "SELECT refresh_token, access_token, generation FROM toolgate.erp_refresh_begin($1, $2, $3)",
                 &[&endpoint, &token.generation, &seed],
             )
             .await
-            .map_err(db_error)?;
+            .map_err(credentials_error)?;
         let (current, stored, generation): (Option<String>, Option<String>, i64) = (row.get(0), row.get(1), row.get(2));
         let Some(current) = current else {
             // Refreshed by another dispatcher meanwhile.
-            tx.commit().await.map_err(db_error)?;
+            tx.commit().await.map_err(credentials_error)?;
             (token.access, token.generation) = (stored, generation);
             return Ok(());
         };
@@ -497,8 +491,8 @@ impl Dispatcher {
         let row = tx
             .query_one("SELECT toolgate.erp_refresh_end($1, $2, $3)", &[&endpoint, &next, &access])
             .await
-            .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
+            .map_err(credentials_error)?;
+        tx.commit().await.map_err(credentials_error)?;
         (token.access, token.generation) = (Some(access.to_string()), row.get(0));
         Ok(())
     }
@@ -563,6 +557,11 @@ impl Dispatcher {
     }
 }
 
+/// A failure reading or storing an endpoint's credentials, with the server's message.
+fn credentials_error(e: tokio_postgres::Error) -> String {
+    format!("the endpoint's credentials: {}", e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string()))
+}
+
 /// Write `secret` to `file` (0600), by a rename so a reader never sees half of it.
 fn write_secret(file: &Path, secret: &str) -> std::io::Result<()> {
     let tmp = file.with_extension("tmp");
@@ -589,6 +588,13 @@ struct Erp<'a> {
 const RATE_LIMITED_TRIES: u32 = 5;
 
 impl Erp<'_> {
+    /// No access token to send with: said on standard error (the operator's to mend), and the
+    /// attempt ends before anything is sent.
+    fn no_token(&self, why: String) -> CallError {
+        eprintln!("toolgate dispatch: endpoint {}: no access token: {why}", self.intent.endpoint);
+        CallError::Broken(format!("no access token: {why}"))
+    }
+
     /// One request with the token, the windows, a 401 refreshed once and 429s waited out.
     async fn exchange(
         &self,
@@ -603,10 +609,7 @@ impl Erp<'_> {
         loop {
             let (token, generation) = match self.d.access(self.intent, &self.link).await {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
-                    return Err(CallError::Broken(format!("no access token: {e}")));
-                }
+                Err(e) => return Err(self.no_token(e)),
             };
             let bearer = token.map(|t| format!("Bearer {t}"));
             let mut headers: Vec<(&str, &str)> = Vec::new();
@@ -625,8 +628,7 @@ impl Erp<'_> {
                 401 if !refreshed && self.intent.auth_kind != "none" => {
                     refreshed = true;
                     if let Err(e) = self.d.refreshed(&self.intent.endpoint, generation, &self.link).await {
-                        eprintln!("toolgate dispatch: endpoint {}: no access token: {e}", self.intent.endpoint);
-                        return Err(CallError::Broken(format!("no access token: {e}")));
+                        return Err(self.no_token(e));
                     }
                 }
                 429 if limited < RATE_LIMITED_TRIES => {
