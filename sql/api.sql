@@ -34,6 +34,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE TRIGGER tenants_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 CREATE TRIGGER keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
 CREATE TRIGGER issuers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.issuers
@@ -56,6 +58,28 @@ CREATE TRIGGER write_switches_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCA
 CREATE FUNCTION toolgate.add_tenant(tenant_id text, name text) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$ INSERT INTO toolgate.tenants (tenant_id, name) VALUES (tenant_id, name) $$;
+
+-- How a tenant reads what the gate writes for a person: the language of the proposal's sentences
+-- and of the words that consent ('pt', 'en', 'es'), the currency (ISO 4217) and how 1234.56 is
+-- written in it; minor_unit is ISO 4217's for the codes the gate lists (give it for another). A
+-- new tenant reads Portuguese and reais until this is called. A live proposal keeps the language
+-- it was written in; one with an amount is invalidated at its confirmation if the currency changed.
+CREATE FUNCTION toolgate.set_tenant_locale(tenant_id text, language text, currency text, money_format text,
+                                           minor_unit integer DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    unit integer := toolgate.check_locale(language, currency, money_format, minor_unit);
+BEGIN
+    UPDATE toolgate.tenants t
+       SET language = set_tenant_locale.language, currency = set_tenant_locale.currency, minor_unit = unit,
+           money_format = set_tenant_locale.money_format
+     WHERE t.tenant_id = set_tenant_locale.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
 
 -- public_key: the JWK "x" (base64url of the 32 raw bytes) or a PEM "PUBLIC KEY" block.
 CREATE FUNCTION toolgate.add_key(tenant_id text, kid text, purpose text, public_key text) RETURNS void

@@ -62,7 +62,17 @@ RETURN pg_catalog.to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'
 CREATE TABLE toolgate.tenants (
     tenant_id  text PRIMARY KEY CHECK (tenant_id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'),
     name       text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
-    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- How the tenant reads what the gate writes for a person (toolgate.set_tenant_locale): the
+    -- language of the proposal's sentences and of the words that consent; the currency (ISO 4217)
+    -- and its minor unit, to which the gate rounds every amount once; how 1234.56 is written
+    -- (symbol, spacing and separators: 'R$ 1.234,56', '$1,234.56', '1.234,56 €').
+    language     text NOT NULL DEFAULT 'pt' CHECK (language IN ('pt', 'en', 'es')),
+    currency     text NOT NULL DEFAULT 'BRL' CHECK (currency ~ '^[A-Z]{3}$'),
+    minor_unit   smallint NOT NULL DEFAULT 2 CHECK (minor_unit BETWEEN 0 AND 4),
+    money_format text NOT NULL DEFAULT 'R$ 1.234,56'
+        CHECK (money_format ~ '^[^0-9[:cntrl:]]*1[.,'' \u00A0\u202F\u2019]?234([.,]56)?[^0-9[:cntrl:]]*$'
+               AND money_format !~ '^[^0-9]*1([.,])234\156')
 );
 
 -- Public keys only: the private halves stay with the identity provider and the channel.
@@ -232,6 +242,10 @@ CREATE TABLE toolgate.proposals (
     amount          numeric,
     account         text,
     definition      text,
+    -- The language the text was written in (the answer is judged in it) and the currency of the
+    -- amount; NULL: a proposal made before 0.2.0 (Portuguese, reais).
+    language        text,
+    currency        text,
     CHECK ((tier = 3) = (challenge IS NOT NULL))
 );
 -- One live proposal per conversation: a new one supersedes the old.

@@ -23,6 +23,7 @@ TO toolgate_agent;
 -- The DBA: configuration as rows, through functions that validate and version them.
 GRANT EXECUTE ON FUNCTION
     toolgate.add_tenant(text, text),
+    toolgate.set_tenant_locale(text, text, text, text, integer),
     toolgate.add_key(text, text, text, text),
     toolgate.revoke_key(text),
     toolgate.add_issuer(text, text, text[], jsonb, text, text, text),

@@ -81,6 +81,41 @@ ALTER TABLE toolgate.tool_bindings ADD COLUMN request text, ADD COLUMN finish te
 -- A proposal made before the update has none of them (NULL): it is confirmed as 0.1.0 confirmed
 -- it, for the few minutes it may still live.
 ALTER TABLE toolgate.proposals ADD COLUMN amount numeric, ADD COLUMN account text, ADD COLUMN definition text;
+-- Tenants read proposals in their own language and currency (toolgate.set_tenant_locale); every
+-- tenant there is now reads Portuguese and reais, as before. A proposal keeps its language and
+-- currency (NULL for one made before the update: Portuguese, reais).
+ALTER TABLE toolgate.proposals ADD COLUMN language text, ADD COLUMN currency text;
+ALTER TABLE toolgate.tenants
+    ADD COLUMN language     text NOT NULL DEFAULT 'pt' CHECK (language IN ('pt', 'en', 'es')),
+    ADD COLUMN currency     text NOT NULL DEFAULT 'BRL' CHECK (currency ~ '^[A-Z]{3}$'),
+    ADD COLUMN minor_unit   smallint NOT NULL DEFAULT 2 CHECK (minor_unit BETWEEN 0 AND 4),
+    ADD COLUMN money_format text NOT NULL DEFAULT 'R$ 1.234,56'
+        CHECK (money_format ~ '^[^0-9[:cntrl:]]*1[.,'' \u00A0\u202F\u2019]?234([.,]56)?[^0-9[:cntrl:]]*$'
+               AND money_format !~ '^[^0-9]*1([.,])234\156');
+CREATE TRIGGER tenants_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+CREATE FUNCTION toolgate.check_locale(language text, currency text, money_format text, minor_unit integer)
+RETURNS integer IMMUTABLE PARALLEL SAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'check_locale_wrapper';
+CREATE FUNCTION toolgate.set_tenant_locale(tenant_id text, language text, currency text, money_format text,
+                                           minor_unit integer DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    unit integer := toolgate.check_locale(language, currency, money_format, minor_unit);
+BEGIN
+    UPDATE toolgate.tenants t
+       SET language = set_tenant_locale.language, currency = set_tenant_locale.currency, minor_unit = unit,
+           money_format = set_tenant_locale.money_format
+     WHERE t.tenant_id = set_tenant_locale.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION toolgate.check_locale(text, text, text, integer),
+                      toolgate.set_tenant_locale(text, text, text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.set_tenant_locale(text, text, text, text, integer) TO toolgate_admin;
 ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_status_check;
 ALTER TABLE toolgate.proposals ADD CONSTRAINT proposals_status_check
     CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));

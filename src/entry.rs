@@ -209,6 +209,23 @@ fn check_tool_name(tool: Option<&str>) -> bool {
     tool.is_some_and(contract::is_tool_name) || AdminError::ToolName.raise()
 }
 
+/// Check a tenant's locale for `toolgate.set_tenant_locale`: a language the gate writes, an ISO
+/// 4217 code, a minor unit (given, or ISO 4217's for a code it lists), a money format read from
+/// 1234.56. Returns the minor unit to keep.
+#[pg_extern(immutable, parallel_safe)]
+fn check_locale(language: &str, currency: &str, money_format: &str, minor_unit: Option<i32>) -> i32 {
+    use toolgate_core::locale::{Currency, Language, MoneyFormat};
+    let tags = || Language::ALL.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(", ");
+    let checked = Language::parse(language)
+        .ok_or_else(|| format!("language {language:?} is not one the gate writes ({})", tags()))
+        .and_then(|_| MoneyFormat::parse(money_format))
+        .and_then(|_| Currency::new(currency, minor_unit));
+    match checked {
+        Ok(currency) => currency.minor_unit as i32,
+        Err(e) => AdminError::Locale(e).raise(),
+    }
+}
+
 /// Refuse a consent template `define_tool` cannot fill for this tool: an unknown placeholder, an
 /// `args.` name its schema does not have, a `value.` name without a value function.
 #[pg_extern(immutable, parallel_safe)]

@@ -17,6 +17,8 @@ pub enum AdminError {
     ToolName,
     #[error("invalid JWKS document: {0}")]
     Jwks(String),
+    #[error("invalid locale: {0}")]
+    Locale(String),
 }
 
 impl AdminError {
@@ -26,6 +28,7 @@ impl AdminError {
             | AdminError::Schema(_)
             | AdminError::Template(_)
             | AdminError::Jwks(_)
+            | AdminError::Locale(_)
             | AdminError::ToolName => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         }
     }

@@ -67,8 +67,16 @@ extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 extension_sql_file!(
     "../sql/api.sql",
     name = "api",
-    requires =
-        ["bootstrap", gate_explain, parse_public_key, check_jwks, check_tool_schema, caller, signal_config_change]
+    requires = [
+        "bootstrap",
+        gate_explain,
+        parse_public_key,
+        check_jwks,
+        check_tool_schema,
+        check_locale,
+        caller,
+        signal_config_change
+    ]
 );
 extension_sql_file!(
     "../sql/registry.sql",

@@ -13,6 +13,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::str::FromStr;
+use toolgate_core::locale::{Currency, Language, Locale};
 use toolgate_core::outcome::Rule;
 use toolgate_core::proposal;
 use toolgate_core::token::Identity;
@@ -436,21 +437,9 @@ fn text_of(v: &Value) -> Option<String> {
     }
 }
 
-/// Money as the gate handles it: amounts in the currency's minor unit (two decimal places).
-pub mod money {
-    use rust_decimal::{Decimal, RoundingStrategy};
-    use serde_json::Value;
-
-    /// `d` rounded to the minor unit as PostgreSQL's `numeric` rounds (half away from zero), so
-    /// an ERP column of `numeric(…, 2)` stores exactly this amount.
-    pub fn round(d: Decimal) -> Decimal {
-        d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
-    }
-
-    /// `d` as a JSON number with its exact digits.
-    pub fn json(d: Decimal) -> Value {
-        serde_json::from_str(&d.to_string()).expect("a decimal's text is a JSON number")
-    }
+/// `d` as a JSON number with its exact digits.
+fn json_number(d: Decimal) -> Value {
+    serde_json::from_str(&d.to_string()).expect("a decimal's text is a JSON number")
 }
 
 fn decimal(v: Option<&Value>) -> Option<Decimal> {
@@ -479,21 +468,21 @@ pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
     })
 }
 
-/// Step 5's value, when the tool has a value function.
-pub fn value(b: &Binding, args: &Value, target: &Target) -> Step<Option<Valued>> {
+/// Step 5's value, when the tool has a value function, in the tenant's `currency`.
+pub fn value(b: &Binding, args: &Value, target: &Target, currency: &Currency) -> Step<Option<Valued>> {
     let Some(function) = b.value else { return Ok(None) };
     let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
         let said = refusal("value", out)?;
         let said = said.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
         let exact =
             decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
-        // One rounding, the gate's, to the currency's minor unit: the person reads this amount,
-        // the audit keeps it, and the effect receives it (ctx->'value'->'amount'), never the
-        // finer one the function said.
-        let amount = money::round(exact);
+        // One rounding, the gate's, to the tenant's currency's minor unit (half away from zero,
+        // as numeric rounds): the person reads this amount, the audit keeps it, and the effect
+        // receives it (ctx->'value'->'amount'), never the finer one the function said.
+        let amount = currency.round(exact);
         let mut said = said;
         if amount != exact {
-            said["amount"] = money::json(amount);
+            said["amount"] = json_number(amount);
         }
         let optional = |name: &str| match said.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -621,16 +610,25 @@ fn shown(v: Option<&Value>) -> String {
     }
 }
 
-/// The text the person reads: the DBA's template, or the gate's own, with every value quoted.
-/// At tier 2 and above the gate adds what the account has before and after the effect.
-pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Option<&Valued>, tier: i32) -> String {
-    let brl = toolgate_core::policy::brl;
+/// The text the person reads: the DBA's template, or the gate's own in the tenant's language,
+/// with every value quoted and every amount as the tenant writes it. At tier 2 and above the
+/// gate adds what the account has before and after the effect.
+pub fn text(
+    b: &Binding,
+    tenant: &str,
+    locale: &Locale,
+    args: &Value,
+    target: &Target,
+    valued: Option<&Valued>,
+    tier: i32,
+) -> String {
+    let money = |d: Decimal| locale.money(d);
     let lookup = |name: &str| -> Option<String> {
         match name {
             "tenant" => Some(tenant.to_string()),
             "tool" => Some(b.tool.clone()),
-            "value.amount" => valued.map(|v| brl(v.amount)),
-            "value.available" => valued.map(|v| v.available.map(brl).unwrap_or_default()),
+            "value.amount" => valued.map(|v| money(v.amount)),
+            "value.available" => valued.map(|v| v.available.map(money).unwrap_or_default()),
             _ => {
                 if let Some(k) = name.strip_prefix("args.") {
                     Some(shown(args.get(k)))
@@ -643,14 +641,14 @@ pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Op
         }
     };
     let declared = super::contract::tool(&b.tool).map(|t| t.properties).unwrap_or_default();
-    let template = b.consent.clone().unwrap_or_else(|| default_template(&declared, args, valued.is_some()));
+    let own = || default_template(locale.language, &declared, args, valued.is_some());
+    let template = b.consent.clone().unwrap_or_else(own);
     // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
-    let mut text = proposal::fill(&template, lookup).unwrap_or_else(|_| {
-        proposal::fill(&default_template(&declared, args, valued.is_some()), lookup).expect("known names")
-    });
+    let mut text =
+        proposal::fill(&template, lookup).unwrap_or_else(|_| proposal::fill(&own(), lookup).expect("known names"));
     if let Some((v, left)) = valued.and_then(|v| v.available.map(|left| (v, left))).filter(|_| tier >= 2) {
         let account = v.account.as_deref().map(proposal::quoted).unwrap_or_default();
-        text.push_str(&format!(" Saldo de {account}: {} antes, {} depois.", brl(left), brl(left - v.amount)));
+        text.push_str(&locale.language.balance(&account, &money(left), &money(left - v.amount)));
     }
     text
 }
@@ -659,10 +657,10 @@ pub fn text(b: &Binding, tenant: &str, args: &Value, target: &Target, valued: Op
 /// has of those the tool's schema declares (`declared`, the DBA's names, sorted by name),
 /// but the key. Never a name the model wrote: with `additionalProperties` allowed, an argument's
 /// name is the model's text, and it could write a fake notice around the consent sentence.
-fn default_template(declared: &[String], args: &Value, valued: bool) -> String {
-    let mut t = String::from("Executar {tool} sobre {target.id} (tenant {tenant}).");
+fn default_template(language: Language, declared: &[String], args: &Value, valued: bool) -> String {
+    let mut t = String::from(language.run_template());
     if valued {
-        t.push_str(" Valor: {value.amount}.");
+        t.push_str(language.amount_template());
     }
     let listed: Vec<String> = declared
         .iter()
@@ -670,7 +668,7 @@ fn default_template(declared: &[String], args: &Value, valued: bool) -> String {
         .map(|k| format!("{} {{args.{k}}}", proposal::quoted(k)))
         .collect();
     if !listed.is_empty() {
-        t.push_str(&format!(" Argumentos: {}.", listed.join(", ")));
+        t.push_str(&format!("{} {}.", language.arguments(), listed.join(", ")));
     }
     t
 }

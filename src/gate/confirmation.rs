@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 use toolgate_core::consent::{self, Consent};
+use toolgate_core::locale::Language;
 use toolgate_core::outcome::{ProposalView, Reply, Rule};
-use toolgate_core::proposal;
 use toolgate_core::token::{self, Confirmation, Identity};
 
 use super::authorization::Policy;
@@ -24,15 +24,17 @@ pub fn propose(
     policy: &Policy,
     tier: i32,
 ) -> ProposalView {
+    // The person reads the proposal, and answers it, in the tenant's language.
+    let language = intent.locale.language;
     let challenge: Option<String> = (tier >= 3).then(|| {
         spi::one(
-            "SELECT 'CONFIRMAR-' || pg_catalog.upper(pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 6))",
-            &[],
+            "SELECT $1 || '-' || pg_catalog.upper(pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 6))",
+            &[language.challenge_stem().into()],
             |r| spi::col::<String>(r, 1),
         )
         .expect("one row")
     });
-    let text = intent.text(&who.tenant, tier) + &proposal::consent_hint(tier, challenge.as_deref());
+    let text = intent.text(&who.tenant, tier) + &language.consent_hint(tier, challenge.as_deref());
     // One live proposal per conversation. The conversation's own row is the lock: a concurrent
     // proposal waits here for this one's transaction, then supersedes it (no advisory lock, which
     // any client could take and hold). The unique index on live proposals backs it up.
@@ -50,8 +52,9 @@ pub fn propose(
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
          args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
-         expires_at, amount, account, definition) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, \
-         $13, 'live', pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), $15::numeric, $16, $17) \
+         expires_at, amount, account, definition, language, currency) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, \
+         $9, $10, $11, $12, $13, 'live', pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), \
+         $15::numeric, $16, $17, $18, $19) \
          RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
         &[
             who.tenant.clone().into(),
@@ -71,6 +74,8 @@ pub fn propose(
             intent.value().map(|a| a.to_string()).into(),
             intent.valued.as_ref().and_then(|v| v.account.clone()).into(),
             intent.binding.definition.clone().into(),
+            language.tag().into(),
+            intent.valued.as_ref().map(|_| intent.locale.currency.code.clone()).into(),
         ],
         |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
     )
@@ -99,6 +104,10 @@ pub struct Stored {
     pub account: Option<String>,
     /// `None` for a proposal made before they were kept (an update from 0.1.0).
     pub definition: Option<String>,
+    /// The language the proposal was written in (its answer is judged in it), and the currency
+    /// of its amount.
+    pub language: Language,
+    pub currency: Option<String>,
     /// The reply of a decided (applied or declined) proposal; `None` for any other.
     pub settled_reply: Option<String>,
     /// What the tool's target function found when `load` locked the proposal's target.
@@ -121,7 +130,8 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
-         pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition \
+         pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition, \
+         p.language, p.currency \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
         &[id.into(), who.tenant.clone().into()],
         |r| {
@@ -144,6 +154,8 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 amount: r.get(15)?,
                 account: r.get(16)?,
                 definition: r.get(17)?,
+                language: super::locale::language(r.get::<String>(18)?.as_deref()),
+                currency: r.get(19)?,
                 settled_reply: None,
                 locked_target: None,
             })
@@ -198,7 +210,7 @@ pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
     if (c.at as f64) < p.created_epoch.floor() {
         return Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "older_than_proposal"})));
     }
-    match consent::judge(c, p.tier, p.challenge.as_deref()) {
+    match consent::judge(c, p.tier, p.language, p.challenge.as_deref()) {
         Consent::Declined => Ok(Answer::Declined),
         Consent::Approved => Ok(Answer::Approved),
         Consent::Insufficient => {
@@ -226,6 +238,15 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
         return Ok(());
     }
     let now = intent.valued.as_ref();
+    // The same digits in another currency are another amount.
+    let currency_now = now.map(|_| intent.locale.currency.code.as_str());
+    if p.currency.is_some() && currency_now != p.currency.as_deref() {
+        decide(p, "invalidated");
+        return Err(Deny::because(
+            Rule::ConfirmationInvalid,
+            json!({"reason": "value_changed", "currency": p.currency, "currency_now": currency_now}),
+        ));
+    }
     let amount_now = now.map(|v| v.amount);
     let amount_then = p.amount.as_deref().and_then(|a| a.parse::<rust_decimal::Decimal>().ok());
     let account_now = now.and_then(|v| v.account.as_deref());

@@ -4,6 +4,7 @@
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
+use toolgate_core::locale::Locale;
 use toolgate_core::outcome::Rule;
 use toolgate_core::policy;
 use toolgate_core::token::Identity;
@@ -26,6 +27,8 @@ pub struct Intent<'a> {
     pub target: binding::Target,
     pub valued: Option<binding::Valued>,
     pub args: &'a Value,
+    /// How the caller's tenant reads the proposal's text and amounts.
+    pub locale: Locale,
 }
 
 impl Intent<'_> {
@@ -49,7 +52,7 @@ impl Intent<'_> {
     /// The text a person must read: target, action, consequence, tenant (and at tier ≥ 2 what
     /// the account has before and after).
     pub fn text(&self, tenant: &str, tier: i32) -> String {
-        binding::text(&self.binding, tenant, self.args, &self.target, self.valued.as_ref(), tier)
+        binding::text(&self.binding, tenant, &self.locale, self.args, &self.target, self.valued.as_ref(), tier)
     }
 }
 
@@ -108,21 +111,24 @@ pub fn target(who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     Ok(Target { binding, found })
 }
 
-fn money(d: Decimal) -> Value {
-    json!(binding::money::round(d).to_string())
+/// An amount as the audit and `explain_call` show it: rounded to the tenant's currency.
+fn money(locale: &Locale) -> impl Fn(Decimal) -> Value + '_ {
+    |d| json!(locale.currency.round(d).to_string())
 }
 
 /// The rules, the same for any ERP: the target's state is one the policy row (or else the tool's
 /// definition) allows; the value, if the tool has one, is within what the target allows, the
-/// row's `max_value` and what the account has available.
-pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target) -> Step<Intent<'a>> {
+/// row's `max_value` and what the account has available. Amounts are in the tenant's currency
+/// (`locale`), rounded once to its minor unit.
+pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target, locale: Locale) -> Step<Intent<'a>> {
     let Target { binding, found } = target;
+    let money = money(&locale);
     if let Some(allowed) = policy.target_states.as_ref().or(binding.target_states.as_ref()) {
         if !found.state.as_ref().is_some_and(|s| allowed.contains(s)) {
             return Err(Deny::because(Rule::StateNotAllowed, json!({"state": found.state, "needs": allowed})));
         }
     }
-    let valued = binding::value(&binding, &args.value, &found)?;
+    let valued = binding::value(&binding, &args.value, &found, &locale.currency)?;
     if let Some(v) = &valued {
         // Below zero (a credit) or zero only where the tool's definition says so: a schema that
         // forgets `minimum` must not let the model refill the budget it then spends.
@@ -138,27 +144,29 @@ pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target) -> Step<Int
         if policy.max_value.is_some_and(|max| v.amount > max) || (args.sensitive && policy.max_value.is_none()) {
             return Err(Deny::because(
                 Rule::ValueOverLimit,
-                json!({"amount": money(v.amount), "max_value": policy.max_value.map(money)}),
+                json!({"amount": money(v.amount), "max_value": policy.max_value.map(&money)}),
             ));
         }
         if v.available.is_some_and(|left| v.amount > left) {
             return Err(Deny::because(
                 Rule::BudgetExceeded,
-                json!({"account": v.account, "amount": money(v.amount), "available": v.available.map(money)}),
+                json!({"account": v.account, "amount": money(v.amount), "available": v.available.map(&money)}),
             ));
         }
     }
-    Ok(Intent { binding, target: found, valued, args: &args.value })
+    drop(money);
+    Ok(Intent { binding, target: found, valued, args: &args.value, locale })
 }
 
 /// What `explain_call` and the audit may say of a passing domain step.
 pub fn arithmetic(intent: &Intent, policy: &Policy) -> Option<Value> {
+    let money = money(&intent.locale);
     intent.valued.as_ref().map(|v| {
         let mut said = json!({
             "amount": money(v.amount),
-            "max_value": policy.max_value.map(money),
+            "max_value": policy.max_value.map(&money),
             "account": v.account,
-            "available": v.available.map(money),
+            "available": v.available.map(&money),
         });
         if let Some(left) = v.available {
             said["available_after"] = money(left - v.amount);

@@ -9,6 +9,7 @@ pub mod domain;
 pub mod effect;
 pub mod idempotency;
 pub mod identity;
+pub mod locale;
 pub mod quota;
 
 use serde_json::{json, Value};
@@ -170,7 +171,7 @@ fn decide(
     audit.target(&target.found.id);
 
     // 5. Domain rules against the ERP's current state: the target's state, its value, the budget.
-    let intent = audit.step("domain", domain::check(args, &policy, target))?;
+    let intent = audit.step("domain", domain::check(args, &policy, target, locale::of(&who.tenant)))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
     }
@@ -259,7 +260,7 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
     let policy = audit.step("authorization", authorized)?;
     let locked = p.locked_target.take();
     let target = audit.step("authorization", domain::judged(locked, who, &p.tool, &args))?;
-    let intent = audit.step("domain", domain::check(&args, &policy, target))?;
+    let intent = audit.step("domain", domain::check(&args, &policy, target, locale::of(&who.tenant)))?;
     if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
         audit.note("value", arithmetic);
     }

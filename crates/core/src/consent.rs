@@ -1,14 +1,12 @@
 //! What counts as a person's consent (seed 004's confirmation gates).
 //!
 //! The channel signs what the person typed; this module judges it. Tiers 1 and 2 take a "yes"
-//! from a closed list, compared whole (a "sim" prefix is not a "sim"); tier 3 takes only the exact
-//! challenge word, typed.
+//! from the closed list of the language the proposal was written in, compared whole (a "sim"
+//! prefix is not a "sim", a "sí" is not a "sim"); tier 3 takes only the exact challenge word,
+//! typed.
 
+use crate::locale::Language;
 use crate::token::{Confirmation, Decision, Via};
-
-/// Answers accepted as a plain "yes". Closed on purpose: refusing a real yes costs one more
-/// message; accepting a false one costs an effect.
-pub const AFFIRMATIVE: [&str; 8] = ["sim", "s", "yes", "y", "confirmo", "confirmar", "pode", "ok"];
 
 /// The verdict on a confirmation whose signature, tenant and freshness already passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,19 +17,16 @@ pub enum Consent {
     Insufficient,
 }
 
-fn normalized(text: &str) -> String {
-    text.trim().trim_end_matches(['.', '!']).trim().to_lowercase()
-}
-
-/// Judge a confirmation for a proposal of `tier` whose challenge word is `challenge`.
-pub fn judge(confirmation: &Confirmation, tier: i32, challenge: Option<&str>) -> Consent {
+/// Judge a confirmation for a proposal of `tier`, written in `language`, whose challenge word is
+/// `challenge`.
+pub fn judge(confirmation: &Confirmation, tier: i32, language: Language, challenge: Option<&str>) -> Consent {
     if confirmation.decision == Decision::Decline {
         return Consent::Declined;
     }
     let ok = if tier >= 3 {
         confirmation.via == Via::Typed && Some(confirmation.text.trim()) == challenge
     } else {
-        AFFIRMATIVE.contains(&normalized(&confirmation.text).as_str())
+        language.says_yes(&confirmation.text)
     };
     if ok {
         Consent::Approved
@@ -51,31 +46,38 @@ mod tests {
     #[test]
     fn a_plain_yes_approves_tiers_one_and_two() {
         for t in ["sim", "Sim", " SIM. ", "yes!", "ok"] {
-            assert_eq!(judge(&said(t, Via::Typed), 1, None), Consent::Approved, "{t}");
-            assert_eq!(judge(&said(t, Via::Voice), 2, None), Consent::Approved, "{t}");
+            assert_eq!(judge(&said(t, Via::Typed), 1, Language::Pt, None), Consent::Approved, "{t}");
+            assert_eq!(judge(&said(t, Via::Voice), 2, Language::Pt, None), Consent::Approved, "{t}");
         }
     }
 
     #[test]
     fn a_yes_prefix_is_not_a_yes() {
         for t in ["sim, mas não feche", "simples", "", "não", "talvez"] {
-            assert_eq!(judge(&said(t, Via::Typed), 1, None), Consent::Insufficient, "{t}");
+            assert_eq!(judge(&said(t, Via::Typed), 1, Language::Pt, None), Consent::Insufficient, "{t}");
         }
     }
 
     #[test]
     fn tier_three_needs_the_typed_challenge_word() {
-        assert_eq!(judge(&said("sim", Via::Typed), 3, Some("FECHAR-7Q")), Consent::Insufficient);
-        assert_eq!(judge(&said("FECHAR-7Q", Via::Voice), 3, Some("FECHAR-7Q")), Consent::Insufficient);
-        assert_eq!(judge(&said("fechar-7q", Via::Typed), 3, Some("FECHAR-7Q")), Consent::Insufficient);
-        assert_eq!(judge(&said("FECHAR-7Q", Via::Typed), 3, Some("FECHAR-7Q")), Consent::Approved);
-        assert_eq!(judge(&said("FECHAR-7Q", Via::Typed), 3, None), Consent::Insufficient);
+        assert_eq!(judge(&said("sim", Via::Typed), 3, Language::Pt, Some("FECHAR-7Q")), Consent::Insufficient);
+        assert_eq!(judge(&said("FECHAR-7Q", Via::Voice), 3, Language::Pt, Some("FECHAR-7Q")), Consent::Insufficient);
+        assert_eq!(judge(&said("fechar-7q", Via::Typed), 3, Language::Pt, Some("FECHAR-7Q")), Consent::Insufficient);
+        assert_eq!(judge(&said("FECHAR-7Q", Via::Typed), 3, Language::Pt, Some("FECHAR-7Q")), Consent::Approved);
+        assert_eq!(judge(&said("FECHAR-7Q", Via::Typed), 3, Language::Pt, None), Consent::Insufficient);
+    }
+
+    #[test]
+    fn a_yes_counts_in_the_proposal_s_language_only() {
+        assert_eq!(judge(&said("sí", Via::Typed), 2, Language::Es, None), Consent::Approved);
+        assert_eq!(judge(&said("sí", Via::Typed), 2, Language::Pt, None), Consent::Insufficient);
+        assert_eq!(judge(&said("sim", Via::Typed), 2, Language::En, None), Consent::Insufficient);
     }
 
     #[test]
     fn a_decline_is_a_decline_whatever_the_words() {
         let mut c = said("sim", Via::Typed);
         c.decision = Decision::Decline;
-        assert_eq!(judge(&c, 1, None), Consent::Declined);
+        assert_eq!(judge(&c, 1, Language::Pt, None), Consent::Declined);
     }
 }

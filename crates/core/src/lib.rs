@@ -9,6 +9,7 @@ pub mod contract;
 pub mod digest;
 pub mod issuer;
 pub mod jsonb;
+pub mod locale;
 pub mod outcome;
 pub mod policy;
 pub mod proposal;

@@ -117,14 +117,6 @@ pub fn fill(template: &str, value: impl Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
-/// What the person must do to consent at `tier`, appended to the text.
-pub fn consent_hint(tier: i32, challenge: Option<&str>) -> String {
-    match (tier, challenge) {
-        (t, Some(word)) if t >= 3 => format!(" Para confirmar, digite exatamente: {word}"),
-        _ => " Para confirmar, responda sim.".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,19 +135,6 @@ mod tests {
         assert_eq!(fill("{args.other}", v).unwrap_err(), "unknown placeholder {args.other}");
         assert!(fill("open {value.amount", v).is_err());
         assert!(fill("close }", v).is_err());
-    }
-
-    #[test]
-    fn only_tier_three_shows_a_challenge_word() {
-        assert_eq!(consent_hint(3, Some("CONFIRMAR-ABC123")), " Para confirmar, digite exatamente: CONFIRMAR-ABC123");
-        assert_eq!(consent_hint(2, Some("CONFIRMAR-ABC123")), " Para confirmar, responda sim.");
-        assert_eq!(consent_hint(1, None), " Para confirmar, responda sim.");
-    }
-
-    #[test]
-    fn tier_three_shows_the_challenge_word() {
-        assert!(consent_hint(3, Some("FECHAR-7Q")).ends_with("FECHAR-7Q"));
-        assert!(consent_hint(1, None).contains("sim"));
     }
 
     /// What the person reads of a quoted value, read back: the inverse of `quoted`.
