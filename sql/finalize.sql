@@ -42,6 +42,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text, regprocedure, regprocedure,
                                 text, text[], text),
     toolgate.add_erp_endpoint(text, text, text, integer, integer),
+    toolgate.set_consent_translation(text, text, text),
     toolgate.hardening_report(pg_catalog.regrole)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.

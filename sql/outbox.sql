@@ -31,6 +31,10 @@ COMMENT ON TABLE toolgate.erp_endpoints IS
 -- optional `finish` the dispatcher runs in the database once the ERP has done its part.
 ALTER TABLE toolgate.tool_bindings ADD COLUMN request text, ADD COLUMN finish text,
     ADD COLUMN endpoint text REFERENCES toolgate.erp_endpoints;
+-- A write tool's consent template in other languages: {"en": "...", "es": "..."} (toolgate.set_consent_translation);
+-- a tenant whose language has one reads it instead of `consent`.
+ALTER TABLE toolgate.tool_bindings ADD COLUMN consent_translations jsonb
+    CHECK (pg_catalog.jsonb_typeof(consent_translations) = 'object');
 ALTER TABLE toolgate.tool_bindings DROP CONSTRAINT tool_bindings_check;
 ALTER TABLE toolgate.tool_bindings ADD CONSTRAINT tool_bindings_check
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND reader IS NULL
@@ -40,6 +44,47 @@ ALTER TABLE toolgate.tool_bindings ADD CONSTRAINT tool_bindings_check
                      ELSE reader IS NOT NULL AND target IS NULL AND value IS NULL AND effect IS NULL
                           AND consent IS NULL AND target_states IS NULL
                           AND request IS NULL AND finish IS NULL AND endpoint IS NULL END);
+
+-- A write tool's consent template in one of the languages the gate writes ('pt', 'en', 'es'): a
+-- tenant reading that language (toolgate.set_tenant_locale) reads it instead of the tool's own
+-- `consent`; NULL removes it. Checked as define_tool checks `consent`, against the tool's newest
+-- schema. A new version of the definition: live proposals of the tool are confirmed no more.
+-- Redefining the tool keeps its translations.
+CREATE FUNCTION toolgate.set_consent_translation(tool text, language text, template text) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    before toolgate.tool_bindings;
+    after toolgate.tool_bindings;
+    newest jsonb;
+BEGIN
+    SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = set_consent_translation.tool AND b.kind = 'write';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no write tool %', tool USING ERRCODE = 'no_data_found';
+    END IF;
+    IF language IS NULL OR language NOT IN ('pt', 'en', 'es') THEN
+        RAISE EXCEPTION 'language % is not one the gate writes (pt, en, es)', language
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF template IS NOT NULL THEN
+        SELECT s.schema INTO newest FROM toolgate.tool_schemas s
+         WHERE s.tool = set_consent_translation.tool ORDER BY s.version DESC LIMIT 1;
+        PERFORM toolgate.check_consent_template(template, newest, before.value IS NOT NULL);
+    END IF;
+    UPDATE toolgate.tool_bindings b
+       SET consent_translations = CASE WHEN template IS NULL
+                                       THEN NULLIF(coalesce(b.consent_translations, '{}') - language, '{}')
+                                       ELSE coalesce(b.consent_translations, '{}')
+                                            || pg_catalog.jsonb_build_object(language, template) END,
+           version = b.version + 1, defined_at = pg_catalog.now(), defined_by = who
+     WHERE b.tool = set_consent_translation.tool
+    RETURNING * INTO after;
+    INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tool, after.version, pg_catalog.now(), who, pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after));
+    RETURN after.version;
+END
+$$;
 
 -- The intents: one row per key an outbox tool settled, written in the transaction of the call
 -- (or the confirmation) that accepted it. Tenant-shaped: the ledger's key leads with the tenant.

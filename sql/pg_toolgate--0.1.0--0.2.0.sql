@@ -76,6 +76,10 @@ CREATE TABLE toolgate.erp_endpoints (
 );
 ALTER TABLE toolgate.tool_bindings ADD COLUMN request text, ADD COLUMN finish text,
     ADD COLUMN endpoint text REFERENCES toolgate.erp_endpoints;
+-- A write tool's consent template in other languages: {"en": "...", "es": "..."} (toolgate.set_consent_translation);
+-- a tenant whose language has one reads it instead of `consent`.
+ALTER TABLE toolgate.tool_bindings ADD COLUMN consent_translations jsonb
+    CHECK (pg_catalog.jsonb_typeof(consent_translations) = 'object');
 -- A proposal keeps what the person read the decision on: the amount, the account, and a digest
 -- of the tool's definition; a confirmation finding another is refused and invalidates it.
 -- A proposal made before the update has none of them (NULL): it is confirmed as 0.1.0 confirmed
@@ -116,6 +120,49 @@ $$;
 REVOKE ALL ON FUNCTION toolgate.check_locale(text, text, text, integer),
                       toolgate.set_tenant_locale(text, text, text, text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.set_tenant_locale(text, text, text, text, integer) TO toolgate_admin;
+
+-- A write tool's consent template in one of the languages the gate writes ('pt', 'en', 'es'): a
+-- tenant reading that language (toolgate.set_tenant_locale) reads it instead of the tool's own
+-- `consent`; NULL removes it. Checked as define_tool checks `consent`, against the tool's newest
+-- schema. A new version of the definition: live proposals of the tool are confirmed no more.
+-- Redefining the tool keeps its translations.
+CREATE FUNCTION toolgate.set_consent_translation(tool text, language text, template text) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    before toolgate.tool_bindings;
+    after toolgate.tool_bindings;
+    newest jsonb;
+BEGIN
+    SELECT * INTO before FROM toolgate.tool_bindings b WHERE b.tool = set_consent_translation.tool AND b.kind = 'write';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no write tool %', tool USING ERRCODE = 'no_data_found';
+    END IF;
+    IF language IS NULL OR language NOT IN ('pt', 'en', 'es') THEN
+        RAISE EXCEPTION 'language % is not one the gate writes (pt, en, es)', language
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF template IS NOT NULL THEN
+        SELECT s.schema INTO newest FROM toolgate.tool_schemas s
+         WHERE s.tool = set_consent_translation.tool ORDER BY s.version DESC LIMIT 1;
+        PERFORM toolgate.check_consent_template(template, newest, before.value IS NOT NULL);
+    END IF;
+    UPDATE toolgate.tool_bindings b
+       SET consent_translations = CASE WHEN template IS NULL
+                                       THEN NULLIF(coalesce(b.consent_translations, '{}') - language, '{}')
+                                       ELSE coalesce(b.consent_translations, '{}')
+                                            || pg_catalog.jsonb_build_object(language, template) END,
+           version = b.version + 1, defined_at = pg_catalog.now(), defined_by = who
+     WHERE b.tool = set_consent_translation.tool
+    RETURNING * INTO after;
+    INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tool, after.version, pg_catalog.now(), who, pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after));
+    RETURN after.version;
+END
+$$;
+REVOKE ALL ON FUNCTION toolgate.set_consent_translation(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.set_consent_translation(text, text, text) TO toolgate_admin;
 ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_status_check;
 ALTER TABLE toolgate.proposals ADD CONSTRAINT proposals_status_check
     CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));

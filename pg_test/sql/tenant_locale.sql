@@ -192,3 +192,28 @@ RESET ROLE;
 SELECT status FROM toolgate.proposals WHERE proposal_id = :'pid';
 SELECT detail->>'reason' AS reason, detail->>'currency' AS currency, detail->>'currency_now' AS currency_now
   FROM toolgate.audit WHERE proposal_id = :'pid' AND kind = 'confirm';
+
+-- 6. A consent template per language: a tenant reading Spanish reads the tool's Spanish one; a
+-- tenant whose language has none reads the tool's own (here none: the gate's, in its language).
+SET ROLE toolgate_admin;
+SELECT toolgate.set_consent_translation('pay_supplier', 'es',
+       'Pagar {value.amount} al proveedor desde la cuenta {target.id} ({tenant}).') AS version;
+\set ON_ERROR_STOP 0
+SELECT toolgate.set_consent_translation('pay_supplier', 'de', 'Zahlen {value.amount}.');
+SELECT toolgate.set_consent_translation('pay_supplier', 'en', 'Pay {args.iban}.');
+SELECT toolgate.set_consent_translation('no_such_tool', 'en', 'Pay.');
+\set ON_ERROR_STOP 1
+SELECT consent_translations FROM toolgate.tool_bindings WHERE tool = 'pay_supplier';
+RESET ROLE;
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'text' AS text
+  FROM toolgate.call(:'es', 'c-es6', 'pay_supplier', '{"account": "A1", "amount": "80", "idempotency_key": "loc-es-6"}') r \gset
+\echo :text
+SELECT r->'proposal'->>'text' AS text
+  FROM toolgate.call(:'kw', 'c-kw6', 'pay_supplier', '{"account": "A1", "amount": "80", "idempotency_key": "loc-kw-6"}') r \gset
+\echo :text
+RESET ROLE;
+SET ROLE toolgate_admin;
+SELECT toolgate.set_consent_translation('pay_supplier', 'es', NULL) AS version;
+SELECT consent_translations IS NULL AS none_left FROM toolgate.tool_bindings WHERE tool = 'pay_supplier';
+RESET ROLE;

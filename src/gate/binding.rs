@@ -35,6 +35,8 @@ pub struct Binding {
     /// whose effect function makes the change in the database.
     pub outbox: Option<Outbox>,
     consent: Option<String>,
+    /// The consent template in other languages (`set_consent_translation`), by language tag.
+    translations: Option<serde_json::Map<String, Value>>,
     /// The states the target may be in when the policy row names none.
     pub target_states: Option<Vec<String>>,
     /// The amounts the tool accepts from its value function (`define_tool`'s `amounts`).
@@ -111,7 +113,8 @@ pub fn of(tool: &str) -> Option<Binding> {
                              ('finish', b.finish)) f(name, fn) \
                 JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)), b.request, b.finish, b.endpoint)), \
              CASE WHEN b.request IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.request)::oid, 0) END, \
-             b.endpoint, CASE WHEN b.finish IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.finish)::oid, 0) END \
+             b.endpoint, CASE WHEN b.finish IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.finish)::oid, 0) END, \
+             b.consent_translations::text \
              FROM toolgate.tool_bindings b WHERE b.tool = $1 AND b.kind = 'write'",
             &[tool.into()],
             |r| {
@@ -125,6 +128,10 @@ pub fn of(tool: &str) -> Option<Binding> {
                         _ => None,
                     },
                     consent: r.get(4)?,
+                    translations: r
+                        .get::<String>(11)?
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .and_then(|v| v.as_object().cloned()),
                     target_states: r.get(5)?,
                     amounts: Amounts::of(r.get(6)?),
                     definition: spi::col(r, 7)?,
@@ -642,7 +649,9 @@ pub fn text(
     };
     let declared = super::contract::tool(&b.tool).map(|t| t.properties).unwrap_or_default();
     let own = || default_template(locale.language, &declared, args, valued.is_some());
-    let template = b.consent.clone().unwrap_or_else(own);
+    // The tenant's language's translation, else the tool's template, else the gate's own.
+    let translated = b.translations.as_ref().and_then(|t| t.get(locale.language.tag())).and_then(Value::as_str);
+    let template = translated.map(str::to_string).or_else(|| b.consent.clone()).unwrap_or_else(own);
     // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
     let mut text =
         proposal::fill(&template, lookup).unwrap_or_else(|_| proposal::fill(&own(), lookup).expect("known names"));
