@@ -106,7 +106,7 @@ GRANT USAGE ON SEQUENCE dolibarr.llx_commande_fournisseurdet_rowid_seq TO doliba
 -- 5. The bound functions, in a schema of their own owned by the binding role: (ctx jsonb, args
 -- jsonb) RETURNS jsonb, SECURITY DEFINER (they run as dolibarr_gate, under its policies), every
 -- name schema-qualified and the path pinned to pg_catalog and pg_temp, last (the schema dolibarr
--- belongs to the application's login: nothing on the path may be a schema a login can create in).
+-- belongs to the application's login, which could create objects there: keep it off the path).
 -- Each filters on the caller's tenant through the mapping itself; the policies are the second,
 -- independent guard. Each returns the gate's tenant id as text ("tenant": m.tenant_id), never
 -- Dolibarr's entity: the gate compares it with the caller's tenant.
