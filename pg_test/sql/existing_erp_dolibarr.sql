@@ -66,7 +66,8 @@ SELECT toolgate.current_tenant() IS NULL AS no_tenant;
 SELECT (SELECT count(*) FROM dolibarr.llx_fichinter) AS fichinter, (SELECT count(*) FROM dolibarr.llx_projet) AS projet,
        (SELECT count(*) FROM dolibarr.llx_commande_fournisseur) AS commandes,
        (SELECT count(*) FROM dolibarr_tenancy.entity_tenant) AS mapping_rows;
-UPDATE dolibarr.llx_fichinter SET fk_statut = 3 WHERE ref = 'FI2611-0005';
+WITH u AS (UPDATE dolibarr.llx_fichinter SET fk_statut = 3 WHERE ref = 'FI2611-0005' RETURNING 1)
+SELECT count(*) AS updated FROM u;
 SELECT count(*) FROM dolibarr.llx_entity;
 DELETE FROM dolibarr.llx_fichinter;
 UPDATE dolibarr_tenancy.entity_tenant SET entity = 2 WHERE tenant_id = 'atelier-nord';
