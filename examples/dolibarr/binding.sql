@@ -237,7 +237,7 @@ SELECT toolgate.define_tool(
     target => 'dolibarr_gate.intervention(jsonb, jsonb)',
     effect => 'dolibarr_gate.close_intervention(jsonb, jsonb)',
     target_states => ARRAY['validated'],
-    consent => 'Clôturer l''intervention {target.id} ({target.description}) pour {tenant}.');
+    consent => 'Close intervention {target.id} ({target.description}) for {tenant}.');
 
 SELECT toolgate.define_tool(
     tool => 'order_part_for_project',
@@ -261,11 +261,22 @@ SELECT toolgate.define_tool(
     effect => 'dolibarr_gate.order_part(jsonb, jsonb)',
     value => 'dolibarr_gate.purchase_value(jsonb, jsonb)',
     target_states => ARRAY['open'],
-    consent => 'Commander {args.label} pour {value.amount} HT sur le projet {target.id} ({tenant}); reste au budget: {value.available}.');
+    consent => 'Order {args.label} for {value.amount} before tax on project {target.id} ({tenant}); '
+               'left in the budget: {value.available}.');
+-- The workshops read Spanish and English: each tool's template in Spanish too (a tenant reading a
+-- language without one reads the template above).
+SELECT toolgate.set_consent_translation('close_intervention', 'es',
+       'Cerrar la intervención {target.id} ({target.description}) de {tenant}.');
+SELECT toolgate.set_consent_translation('order_part_for_project', 'es',
+       'Pedir {args.label} por {value.amount} sin IVA en el proyecto {target.id} ({tenant}); '
+       'queda en el presupuesto: {value.available}.');
 
 -- 7. Tenants and policy rows. A missing row is a denial, never a default.
 SELECT toolgate.add_tenant('atelier-nord', 'Atelier Nord (Dolibarr entity 1)');
 SELECT toolgate.add_tenant('atelier-sud', 'Atelier Sud (Dolibarr entity 2)');
+-- Dolibarr keeps amounts in euros; the gate rounds them to cents and writes them the tenant's way.
+SELECT toolgate.set_tenant_locale('atelier-nord', 'es', 'EUR', '1.234,56 €');
+SELECT toolgate.set_tenant_locale('atelier-sud', 'en', 'EUR', '€1,234.56');
 SELECT toolgate.set_policy('atelier-nord', 'close_intervention', allowed => true, roles => ARRAY['technicien'], tier => 1);
 SELECT toolgate.set_policy('atelier-sud', 'close_intervention', allowed => true, roles => ARRAY['technicien'], tier => 0);
 SELECT toolgate.set_policy('atelier-nord', 'order_part_for_project', allowed => true, roles => ARRAY['chef_projet'],

@@ -84,7 +84,7 @@ SELECT r->>'outcome' AS outcome, r->'proposal'->>'text' AS text, r->'proposal'->
   FROM toolgate.call(:'nord', 'c1', 'close_intervention', '{"ref": "FI2611-0001", "idempotency_key": "dolibarr-close-1"}') r \gset
 \echo :outcome
 \echo :text
-\set yes `${TOOLGATE_MINT:?} yes atelier-nord :pid sim`
+\set yes `${TOOLGATE_MINT:?} yes atelier-nord :pid sí`
 SELECT r->>'outcome' AS outcome, coalesce(r->>'rule', '-') AS rule, r->'result'->>'ref' AS ref,
        r->'result'->>'status' AS status
   FROM toolgate.confirm(:'nord', :'yes') r;
