@@ -20,7 +20,8 @@
 -- {args.NAME}; the gate fills and quotes every value.
 -- amounts: what a write tool's value function may answer (else value_over_limit): positive (more
 -- than zero, the default), non_negative (zero too) or any (credits, below zero, too). Amounts are
--- rounded by the gate to the minor unit (two places, half away from zero) before anything sees them.
+-- rounded by the gate to the minor unit of the tenant's currency (toolgate.set_tenant_locale; half
+-- away from zero) before anything sees them.
 -- target_states: the states (the ERP's own names) the target may be in for this tool; a tenant's
 -- policy row may name its own (toolgate.set_policy's target_states). NULL in both: any state.
 -- A read tool (define_read_tool) has one function instead:

@@ -70,7 +70,8 @@ CREATE POLICY tenant ON refunds.reembolsos USING (tenant_id = toolgate.current_t
 CREATE POLICY tenant ON refunds.assinaturas USING (tenant_id = toolgate.current_tenant());
 
 -- 3. The binding functions: (ctx jsonb, args jsonb) RETURNS jsonb, SECURITY DEFINER, a pinned
--- search_path, executable by nobody but their owner (the gate runs them as the extension owner).
+-- search_path, executable by nobody but their owner: they run as refunds_owner, under its
+-- row-level security, never as the extension's owner (define_tool refuses a superuser's).
 
 -- Target: the order, in the caller's tenant, locked until the call ends.
 CREATE FUNCTION refunds.pedido_alvo(ctx jsonb, args jsonb) RETURNS jsonb
