@@ -131,6 +131,15 @@ SELECT pg_temp.expect(toolgate.call(:'acme', 'up-after-refund', 'emitir_reembols
 \echo ok: emitir_reembolso (examples/refunds, defined under 0.1.0) SUCCEEDED
 RESET ROLE;
 
+-- Every tenant reads Portuguese and reais, as before the update; the proposals made after it say so.
+SELECT pg_temp.holds(bool_and(language = 'pt' AND currency = 'BRL' AND minor_unit = 2 AND money_format = 'R$ 1.234,56')
+                     AND count(*) > 0, 'every tenant is pt, BRL, R$ 1.234,56')
+  FROM toolgate.tenants;
+SELECT pg_temp.holds(bool_and(language = 'pt' AND text LIKE '%Para confirmar, responda sim.') AND count(*) > 0,
+                     'the proposals made after the update are in Portuguese')
+  FROM toolgate.proposals WHERE language IS NOT NULL AND tier < 3;
+\echo ok: tenants and their new proposals in Portuguese and reais
+
 -- The effects, in the ERP's tables where the update put them.
 SELECT pg_temp.holds(pg_catalog.to_regclass('maintenance.' || t) IS NOT NULL, 'maintenance.' || t || ' exists')
   FROM unnest(ARRAY['close_requests', 'purchases', 'cost_centers']) t;
