@@ -556,14 +556,16 @@ fn binding(caller: &Caller, name: &str, args: &Value) -> String {
     json!([claims["iss"], claims["sub"], caller.tenant(), caller.conversation, name, args]).to_string()
 }
 
-/// The person's decision and what they said: a "sim" at tiers 1 and 2 when they ticked confirm,
-/// the word they typed at tier 3; `None` for an answer without the form asked for.
+/// The person's decision and what they said: an "ok" at tiers 1 and 2 when they ticked confirm
+/// (the one yes every language the gate writes accepts: the tick is not words the person typed
+/// in their tenant's language), the word they typed at tier 3; `None` for an answer without the
+/// form asked for.
 fn decision(answer: &ElicitResult, tier: i64) -> Option<(Decision, String)> {
     let field = |name: &str| answer.content.as_ref().map(|c| c[name].clone()).unwrap_or(Value::Null);
     match answer.action {
         ElicitationAction::Accept if tier >= 3 => field("word").as_str().map(|w| (Decision::Approve, w.to_string())),
         ElicitationAction::Accept => match field("confirm") {
-            Value::Bool(true) => Some((Decision::Approve, "sim".to_string())),
+            Value::Bool(true) => Some((Decision::Approve, "ok".to_string())),
             Value::Bool(false) => Some((Decision::Decline, String::new())),
             _ => None,
         },
@@ -779,7 +781,7 @@ mod tests {
     fn answers_decide_by_tier() {
         let answer = |v: Value| serde_json::from_value::<ElicitResult>(v).unwrap();
         let yes = answer(json!({"action": "accept", "content": {"confirm": true}}));
-        assert_eq!(decision(&yes, 1), Some((Decision::Approve, "sim".to_string())));
+        assert_eq!(decision(&yes, 1), Some((Decision::Approve, "ok".to_string())));
         assert_eq!(decision(&yes, 3), None, "tier 3 needs the word");
         let word = answer(json!({"action": "accept", "content": {"word": "CONFIRMAR-AB12"}}));
         assert_eq!(decision(&word, 3), Some((Decision::Approve, "CONFIRMAR-AB12".to_string())));
