@@ -28,7 +28,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
-base=308d0758942d08e6b1f4b40f9622e536b910ccb6
+base=$(release_commit 0.1.0)
 instructions=false
 while [ $# -gt 0 ]; do
     case $1 in

