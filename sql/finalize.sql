@@ -41,7 +41,8 @@ GRANT EXECUTE ON FUNCTION
     toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text, regprocedure, regprocedure,
                                 text, text[], text),
     toolgate.add_erp_endpoint(text, text, text, integer, integer),
-    toolgate.hardening_report(pg_catalog.regrole)
+    toolgate.hardening_report(pg_catalog.regrole),
+    toolgate.binding_report(text)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
