@@ -4,7 +4,8 @@
 # proves they can be run again), with psql 16 or newer (for \bind) and ON_ERROR_STOP:
 #
 #  1. the README's worked example in psql: its ```sql blocks, extracted from the Markdown itself,
-#     run top to bottom. It must end with work order 1001 closed by one confirmed request.
+#     run top to bottom. It must end with work order 1001 closed by one confirmed request, and
+#     toolgate.binding_report('request_close') finding nothing.
 #  2. then, in the same database, docs/identity.md's walkthrough (Keycloak for acme, Auth0 for
 #     globex): its ```sql blocks in one psql session and its ```sh blocks in bash between them, in
 #     order (tests/walkthroughs/run_blocks.py). Keycloak and Auth0 are played on this machine by
@@ -90,7 +91,12 @@ for run in 1 2; do
         log "run $run: order 1001 was not closed by one confirmed request ($closed)" >&2
         exit 1
     fi
-    log "run $run: the worked example ran as written; order 1001 closed by one confirmed request"
+    findings=$(sql "$work/pg/socket" "$port" "$db" -c "SELECT count(*) FROM toolgate.binding_report('request_close')")
+    if [ "$findings" != 0 ]; then
+        log "run $run: toolgate.binding_report('request_close') found $findings thing(s) the worked example says it does not" >&2
+        exit 1
+    fi
+    log "run $run: the worked example ran as written; order 1001 closed by one confirmed request, its binding reported clean"
 
     provider="$work/provider-$run"
     provider_start "$provider"

@@ -43,7 +43,8 @@ GRANT EXECUTE ON FUNCTION
                                 text, text[], text),
     toolgate.add_erp_endpoint(text, text, text, integer, integer),
     toolgate.set_consent_translation(text, text, text),
-    toolgate.hardening_report(pg_catalog.regrole)
+    toolgate.hardening_report(pg_catalog.regrole),
+    toolgate.binding_report(text)
 TO toolgate_admin;
 -- toolgate.harden_agent_login stays the owner's: it revokes and grants on pg_catalog's functions.
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
