@@ -61,6 +61,11 @@ REVOKE ALL ON SCHEMA dolibarr_tenancy FROM PUBLIC;
 REVOKE ALL ON dolibarr_tenancy.entity_tenant FROM PUBLIC;
 GRANT USAGE ON SCHEMA dolibarr_tenancy TO dolibarr_gate;
 GRANT SELECT ON dolibarr_tenancy.entity_tenant TO dolibarr_gate;
+-- And the binding role reads only its own call's row of it: the other companies' mapping is none
+-- of a call's business (the policies below read the mapping as this role, so they see it too).
+ALTER TABLE dolibarr_tenancy.entity_tenant ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_row ON dolibarr_tenancy.entity_tenant TO dolibarr_gate
+    USING (tenant_id = toolgate.current_tenant());
 
 -- 3. Row-level security, enabled and NOT forced: it binds every role but the owner, so the
 -- application (the owner) sees what it always saw. The policies are TO dolibarr_gate only: inside

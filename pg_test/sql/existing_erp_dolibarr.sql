@@ -59,7 +59,7 @@ UNION ALL SELECT 'commande_fournisseur', entity, count(*) FROM dolibarr.llx_comm
 ORDER BY 1, 2;
 RESET ROLE;
 
--- The binding role outside a call: no tenant, so no row of any company; and nothing it was not
+-- The binding role outside a call: no tenant, so no row of any company (nor of the mapping); and nothing it was not
 -- granted (the companies' table, a DELETE, the mapping).
 SET ROLE dolibarr_gate;
 SELECT toolgate.current_tenant() IS NULL AS no_tenant;
@@ -232,3 +232,9 @@ SELECT outcome, rule, detail->>'reason' AS reason, detail->>'function' AS functi
 SET ROLE dolibarr_app;
 SELECT entity, ref, fk_statut FROM dolibarr.llx_fichinter WHERE ref IN ('FI2611-0003', 'FI2611-0006') ORDER BY ref;
 RESET ROLE;
+-- The binding report: nothing wrong or risky in the two tools bound the recipe's way; the wrong
+-- target's answers are in the audit, and the report says so.
+SELECT tool, count(r.severity) AS findings
+  FROM unnest(ARRAY['close_intervention', 'order_part_for_project']) tool
+  LEFT JOIN LATERAL toolgate.binding_report(tool) r ON true GROUP BY tool ORDER BY tool;
+SELECT severity, function FROM toolgate.binding_report('close_intervention_wrong') ORDER BY 1, 2;
