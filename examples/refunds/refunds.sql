@@ -93,19 +93,20 @@ AS $$
      WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = ctx->'target'->>'id'
 $$;
 
--- Effect: the refund and the order's refunded total, in one statement that takes the amount only
--- if it is still available; NULL when it no longer is (the gate answers state_not_allowed).
+-- Effect: the refund of the amount the gate judged (ctx->'value'->'amount', never the argument) and
+-- the order's refunded total, in one statement that takes it only if it is still available; NULL
+-- when it no longer is (the gate answers state_not_allowed).
 CREATE FUNCTION refunds.emitir_reembolso(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
     WITH taken AS (
-        UPDATE refunds.pedidos p SET reembolsado = p.reembolsado + (args->>'valor_brl')::numeric
+        UPDATE refunds.pedidos p SET reembolsado = p.reembolsado + (ctx->'value'->>'amount')::numeric
          WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id' AND p.status = 'pago'
-           AND p.reembolsado + (args->>'valor_brl')::numeric <= p.valor_pago
+           AND p.reembolsado + (ctx->'value'->>'amount')::numeric <= p.valor_pago
         RETURNING p.tenant_id, p.pedido_id
     ), made AS (
         INSERT INTO refunds.reembolsos (tenant_id, pedido_id, valor, pedido_por, idempotency_key)
-        SELECT t.tenant_id, t.pedido_id, (args->>'valor_brl')::numeric, ctx->>'actor', ctx->>'idempotency_key'
+        SELECT t.tenant_id, t.pedido_id, (ctx->'value'->>'amount')::numeric, ctx->>'actor', ctx->>'idempotency_key'
           FROM taken t
         RETURNING reembolso_id, pedido_id, valor
     )
