@@ -1,5 +1,5 @@
 ------------------------------------------------------------------------------------------------
--- Outbox tools (issue 24): a write tool whose effect is delivered to an ERP outside the
+-- Outbox tools: a write tool whose effect is delivered to an ERP outside the
 -- database, behind an HTTP API. Steps 1 to 7 are any write tool's (the same target and value
 -- functions, policy, quota, confirmation); at step 8 the gate does not run an effect function:
 -- it calls the DBA's `request` function, which turns the call into the HTTP request to make,
@@ -241,7 +241,7 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
     'Define or redefine a write tool whose effect is delivered to an ERP endpoint through the outbox; answers PENDING.';
 
 ------------------------------------------------------------------------------------------------
--- The dispatcher (issue 24, second slice): `toolgate dispatch`, logged in as a member of
+-- The dispatcher: `toolgate dispatch`, logged in as a member of
 -- toolgate_dispatcher, claims the intents that are due and settles what the ERP answered. It
 -- reaches the outbox only through these two functions; it reads no other table of the gate.
 ------------------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ ALTER TABLE toolgate.tool_bindings
     ADD COLUMN target_states text[] CHECK (array_position(target_states, NULL) IS NULL);
 ALTER TABLE toolgate.tool_bindings
     ADD COLUMN amounts text CHECK (amounts IN ('positive', 'non_negative', 'any'));
--- An outbox tool's binding (issue 24; the rest in section 4): its request and finish functions
+-- An outbox tool's binding (the rest in section 4): its request and finish functions
 -- and the ERP endpoint it goes to. Here, so that define_tool (section 3) finds the columns.
 CREATE TABLE toolgate.erp_endpoints (
     name       text PRIMARY KEY CHECK (name ~ '^[a-z][a-z0-9_]{0,62}$'),
@@ -1156,7 +1156,7 @@ END
 $$;
 
 ------------------------------------------------------------------------------------------------
--- Issuers a DBA can correct (issue 28): alter_issuer, drop_issuer, unset_tenant_issuer, and
+-- Issuers a DBA can correct: alter_issuer, drop_issuer, unset_tenant_issuer, and
 -- set_tenant_issuer naming the mapping it replaces and the tenant's own identity keys.
 ------------------------------------------------------------------------------------------------
 
@@ -1447,7 +1447,7 @@ REVOKE ALL ON FUNCTION toolgate.administers(text), toolgate.require_administrato
 GRANT SELECT ON toolgate.administrators TO toolgate_admin, toolgate_auditor;
 
 ------------------------------------------------------------------------------------------------
--- 4. Outbox tools (issue 24): ERPs behind an HTTP API. The outcome words PENDING and UNCERTAIN,
+-- 4. Outbox tools: ERPs behind an HTTP API. The outcome words PENDING and UNCERTAIN,
 --    the endpoints, the outbox, define_outbox_tool, and the panel's pending count; as
 --    sql/outbox.sql installs them.
 ------------------------------------------------------------------------------------------------
@@ -1457,7 +1457,7 @@ ALTER TABLE toolgate.audit ADD CONSTRAINT audit_outcome_check
     CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING', 'UNCERTAIN', 'PARTIAL'));
 
 ------------------------------------------------------------------------------------------------
--- Outbox tools (issue 24): a write tool whose effect is delivered to an ERP outside the
+-- Outbox tools: a write tool whose effect is delivered to an ERP outside the
 -- database, behind an HTTP API. Steps 1 to 7 are any write tool's (the same target and value
 -- functions, policy, quota, confirmation); at step 8 the gate does not run an effect function:
 -- it calls the DBA's `request` function, which turns the call into the HTTP request to make,
@@ -1689,7 +1689,7 @@ GRANT EXECUTE ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, i
                                                       regprocedure, regprocedure, text, text[], text) TO toolgate_admin;
 
 ------------------------------------------------------------------------------------------------
--- 5. The dispatcher (issue 24): the role toolgate_dispatcher (made, or adopted as a group role,
+-- 5. The dispatcher: the role toolgate_dispatcher (made, or adopted as a group role,
 --    as sql/bootstrap.sql does for the others), the audit's kind `dispatch`, claim_outbox and
 --    settle_outbox (the outbox's columns for them are made with the table in section 4).
 ------------------------------------------------------------------------------------------------
@@ -1737,7 +1737,7 @@ ALTER TABLE toolgate.audit DROP CONSTRAINT audit_kind_check;
 ALTER TABLE toolgate.audit ADD CONSTRAINT audit_kind_check CHECK (kind IN ('call', 'confirm', 'read', 'dispatch'));
 
 ------------------------------------------------------------------------------------------------
--- The dispatcher (issue 24, second slice): `toolgate dispatch`, logged in as a member of
+-- The dispatcher: `toolgate dispatch`, logged in as a member of
 -- toolgate_dispatcher, claims the intents that are due and settles what the ERP answered. It
 -- reaches the outbox only through these two functions; it reads no other table of the gate.
 ------------------------------------------------------------------------------------------------
@@ -2059,7 +2059,7 @@ GRANT EXECUTE ON FUNCTION toolgate.erp_access_token(text), toolgate.erp_refresh_
 REVOKE ALL ON toolgate.alert_outbox FROM PUBLIC;
 GRANT SELECT ON toolgate.alert_outbox TO toolgate_auditor, toolgate_admin, toolgate_operator;
 
--- toolgate.binding_report (issue 25): what is wrong or risky in a tool's binding, as sql/report.sql
+-- toolgate.binding_report: what is wrong or risky in a tool's binding, as sql/report.sql
 -- makes it; toolgate_admin's, as finalize.sql grants it.
 
 -- A bound function's body as text, without its comments and string literals (so that a word in

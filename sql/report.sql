@@ -1,4 +1,4 @@
--- pg_toolgate: what is wrong or risky in a tool's binding (issue 25), for the DBA who bound it,
+-- pg_toolgate: what is wrong or risky in a tool's binding, for the DBA who bound it,
 -- before an agent finds it. toolgate.binding_report(tool) returns one row per finding:
 --   error    what define_tool refuses and the gate fails closed on (binding_fault's reason, or
 --            definer_fault's for the role that defined the tool), quoted as they say it;
