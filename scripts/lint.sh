@@ -8,6 +8,13 @@
 #   4. releases: every released version's update scripts (sql/pg_toolgate--*--VERSION.sql, for
 #      each VERSION in RELEASES) are byte for byte those of its release commit, and none was added
 #      since: what shipped is never edited after the fact (a fix is the next version's script)
+#   5. docs: every relative link of every Markdown file (tracked, or new and not ignored) names a
+#      file that exists, and a `#anchor` a heading of that file (GitHub's slugs: lowercase, markup
+#      and punctuation dropped, spaces to -); and every function the extension creates is named
+#      as `toolgate.NAME(` in the SQL reference, docs/sql.md. The functions: `CREATE FUNCTION
+#      toolgate.NAME` in sql/*.sql but the update scripts (sql/pg_toolgate--*--*.sql), and the
+#      #[pg_extern] functions of src/. Exempt: the internal helpers lint_docs lists, and only
+#      while no GRANT EXECUTE in sql/*.sql names them (a function granted to any role is public)
 #
 #   scripts/lint.sh                 # every step
 #   scripts/lint.sh shellcheck …    # these steps only, in the order given
@@ -69,12 +76,99 @@ lint_releases() {
     [ "$bad" -eq 0 ] && log "$(releases | wc -l) released version(s): their update scripts unchanged"
 }
 
+# The documentation's links, and the SQL reference's completeness (the header's step 5).
+lint_docs() {
+    git ls-files --cached --others --exclude-standard -- '*.md' | python3 -c '
+import os, re, sys, unicodedata
+from urllib.parse import unquote
+
+# Helpers the extension creates for itself: triggers, checks its own SQL calls, the parts of the
+# reports. No client role executes them (the lint fails if a GRANT EXECUTE names one).
+INTERNAL = {
+    "administers", "advisory_lock_functions", "audit_is_append_only", "binding_code", "binding_fault",
+    "binding_relations", "binding_warning", "caller", "check_bound_functions", "check_consent_template",
+    "check_jwks", "check_locale", "check_tool_name", "check_tool_schema", "check_write_contract",
+    "check_write_options", "config_changed", "definer_fault", "gate_explain", "hardening_refuse_unfit",
+    "hardening_setting_ms", "iso_utc", "large_object_functions", "outbox_finish", "parse_public_key",
+    "record_tool", "require_administrator", "search_path_names", "signal_config_change",
+}
+FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
+bad = []
+
+
+def slug(heading):
+    h = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    h = h.replace("`", "").replace("*", "").strip().lower()
+    h = "".join(c for c in h if c in " -_" or unicodedata.category(c)[0] in "LN")
+    return h.replace(" ", "-")
+
+
+anchors_of = {}
+
+
+def anchors(path):
+    if path not in anchors_of:
+        seen, out = {}, set()
+        text = FENCE.sub("", open(path, encoding="utf-8").read())
+        for m in re.finditer(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", text, re.M):
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+        anchors_of[path] = out
+    return anchors_of[path]
+
+
+files = [f for f in sys.stdin.read().split("\n") if f and os.path.isfile(f)]
+for md in files:
+    text = FENCE.sub("", open(md, encoding="utf-8").read())
+    text = re.sub(r"(`+)(?:(?!\1).)+?\1", "", text, flags=re.S)
+    targets = re.findall(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text)
+    targets += re.findall(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$", text, re.M)
+    for t in targets:
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", t):
+            continue
+        path, _, anchor = t.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(md), unquote(path))) if path else md
+        if not os.path.exists(dest):
+            bad.append(f"{md}: link to {t}: no file {dest}")
+        elif anchor and dest.endswith(".md") and os.path.isfile(dest) and unquote(anchor) not in anchors(dest):
+            bad.append(f"{md}: link to {t}: no heading #{anchor} in {dest}")
+
+created, granted = set(), set()
+for f in sorted(os.listdir("sql")):
+    if not f.endswith(".sql") or re.match(r"pg_toolgate--.*--.*\.sql$", f):
+        continue
+    sql = re.sub(r"--[^\n]*", "", open(os.path.join("sql", f), encoding="utf-8").read())
+    created |= set(re.findall(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+toolgate\.(\w+)", sql, re.I))
+    for g in re.findall(r"GRANT\s+EXECUTE\s+ON\s+FUNCTION(.*?)\bTO\b", sql, re.I | re.S):
+        granted |= set(re.findall(r"toolgate\.(\w+)\s*\(", g))
+for dirpath, _, names in os.walk("src"):
+    for n in names:
+        if n.endswith(".rs"):
+            src = open(os.path.join(dirpath, n), encoding="utf-8").read()
+            created |= set(re.findall(r"#\[pg_extern[^\]]*\]\s*(?:pub\s+)?(?:unsafe\s+)?fn\s+(\w+)", src))
+reference = open("docs/sql.md", encoding="utf-8").read()
+for name in sorted(INTERNAL & granted):
+    bad.append(f"scripts/lint.sh lists toolgate.{name} as internal, but sql/ grants EXECUTE on it")
+public = sorted(created - (INTERNAL - granted))
+for name in public:
+    if not re.search(rf"toolgate\.{name}\(", reference):
+        bad.append(f"docs/sql.md does not name toolgate.{name}(: the SQL reference names every public function")
+for b in bad:
+    print(b, file=sys.stderr)
+if bad:
+    sys.exit(1)
+print(f"{len(files)} Markdown files: every relative link resolves; docs/sql.md names all {len(public)} public functions")
+'
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases)
+[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases docs)
 for s in "${steps[@]}"; do
     case $s in
-    fmt | shellcheck | clippy | releases) ;;
-    *) log "no step $s (fmt, shellcheck, clippy, releases)" >&2; exit 2 ;;
+    fmt | shellcheck | clippy | releases | docs) ;;
+    *) log "no step $s (fmt, shellcheck, clippy, releases, docs)" >&2; exit 2 ;;
     esac
 done
 for s in "${steps[@]}"; do

@@ -3,8 +3,9 @@
 # throwaway cluster (roles and key files are the cluster's and the directory's, so the second run
 # proves they can be run again), with psql 16 or newer (for \bind) and ON_ERROR_STOP:
 #
-#  1. the README's worked example in psql: its ```sql blocks, extracted from the Markdown itself,
-#     run top to bottom. It must end with work order 1001 closed by one confirmed request, and
+#  1. the README's worked example, its section "Five minutes in psql": its ```sql blocks,
+#     extracted from the Markdown itself (up to the next heading of its level or above), run top
+#     to bottom. It must end with work order 1001 closed by one confirmed request, and
 #     toolgate.binding_report('request_close') finding nothing.
 #  2. then, in the same database, docs/identity.md's walkthrough (Keycloak for acme, Auth0 for
 #     globex): its ```sql blocks in one psql session and its ```sh blocks in bash between them, in
@@ -35,8 +36,8 @@ throwaway_cluster pg "${TOOLGATE_WALK_PORT:-54411}"
 python3 - "$root/README.md" >"$work/walkthrough.sql" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-start = text.index("### A worked example in psql\n")
-end = text.index("\n### ", start + 1)
+start = text.index("\n## Five minutes in psql\n")
+end = re.compile(r"\n#{1,2} ").search(text, start + 1).start()
 blocks = re.findall(r"```sql\n(.*?)```", text[start:end], re.S)
 if not blocks:
     sys.exit("no sql blocks in the worked example")
