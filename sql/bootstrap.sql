@@ -183,7 +183,7 @@ CREATE TABLE toolgate.write_switches (
 
 -- The HMAC key of the audit's args_hmac, readable by the owner only: 32 bytes from two v4
 -- UUIDs (244 bits of pg_strong_random), made once here. Not dumped: a restored database gets a
--- key of its own (see the README's caveats).
+-- key of its own (see docs/security.md, the threat model's caveats).
 CREATE TABLE toolgate.audit_key (
     key_id     integer PRIMARY KEY DEFAULT 1 CHECK (key_id = 1),
     secret     bytea NOT NULL CHECK (length(secret) >= 32),

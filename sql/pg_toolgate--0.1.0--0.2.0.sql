@@ -6,7 +6,7 @@
 -- them (row-level security included), and the tools request_close, request_purchase_part and the
 -- read tool read_order are bound to them with that example's functions. Calls go on working:
 -- live proposals can be confirmed, settled keys replay. Two things a DBA may want to look at
--- afterwards (both in the README's "Upgrades"):
+-- afterwards (both in docs/upgrades.md):
 --   * reads now need a policy row like writes: every tenant with a policy row gets one for
 --     read_order, for the roles its rows already name;
 --   * toolgate.effects lists the audit rows of the changes the gate made (one per successful

@@ -98,7 +98,7 @@ fn integer_between(v: &Value, min: i64, max: i64) -> bool {
     }
 }
 
-/// The shipped schemas' rules, read by hand (README: the SQL API).
+/// The shipped schemas' rules, read by hand (docs/sql.md).
 fn oracle(tool: &str, v: &Value) -> bool {
     let Some(m) = v.as_object() else { return false };
     let order = |v: &Value| matches(v, |c| c.is_ascii_digit(), 1, 10);
