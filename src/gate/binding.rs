@@ -18,7 +18,7 @@ use toolgate_core::outcome::Rule;
 use toolgate_core::proposal;
 use toolgate_core::token::Identity;
 
-use super::{Deny, Step};
+use super::{fmgr, Deny, Step};
 use crate::audit::Audit;
 use crate::config::{cached, Cache};
 use crate::subxact::{self, Failure};
@@ -244,7 +244,7 @@ pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Ste
 /// bound function raised comes back with the step it belongs to.
 fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<&'static str>)> {
     let outer = (RUNNING.replace(None), REFUSED.replace(false));
-    let settings = Settings::fix();
+    let settings = fmgr::Settings::fix();
     let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
     settings.restore();
     let running = RUNNING.replace(outer.0);
@@ -262,50 +262,6 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
             (Deny::because(rule, detail), Some(step))
         }
     })
-}
-
-/// The settings the bound functions run under, whatever the caller set for its session: a
-/// caller's `extra_float_digits = -15` would round a float amount the value function writes,
-/// `plpgsql.check_asserts = off` would switch an effect's ASSERT guard off, and the others change
-/// what text a date, an interval or a string literal becomes. A function's own `SET` clauses still
-/// apply over these (a DBA who wants another TimeZone sets it on the function).
-const FIXED_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
-    (c"extra_float_digits", c"1"),
-    (c"DateStyle", c"ISO, MDY"),
-    (c"IntervalStyle", c"postgres"),
-    (c"TimeZone", c"UTC"),
-    (c"standard_conforming_strings", c"on"),
-    (c"plpgsql.check_asserts", c"on"),
-];
-
-/// `FIXED_SETTINGS` in force from `fix` to `restore`, the way a function's `SET` clauses are: in
-/// a GUC nesting level of their own, popped afterwards. An error that ends the transaction or a
-/// caller's subtransaction pops the level with it.
-struct Settings(std::ffi::c_int);
-
-impl Settings {
-    fn fix() -> Settings {
-        unsafe {
-            let level = pg_sys::NewGUCNestLevel();
-            for (name, value) in FIXED_SETTINGS {
-                pg_sys::set_config_option(
-                    name.as_ptr(),
-                    value.as_ptr(),
-                    pg_sys::GucContext::PGC_USERSET,
-                    pg_sys::GucSource::PGC_S_SESSION,
-                    pg_sys::GucAction::GUC_ACTION_SAVE,
-                    true,
-                    0,
-                    false,
-                );
-            }
-            Settings(level)
-        }
-    }
-
-    fn restore(self) {
-        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
-    }
 }
 
 /// Forget that an answer was refused in this scope (and say whether one was): the target
@@ -330,110 +286,13 @@ fn invoke<T>(
     shape: impl FnOnce(Option<Value>) -> Step<T>,
 ) -> Step<T> {
     RUNNING.set(Some(name));
-    let answer = call(function, ctx, args);
+    let answer = fmgr::call(function, ctx, args);
     RUNNING.set(None);
     let judged = shape(answer);
     if judged.is_err() {
         REFUSED.set(true);
     }
     judged
-}
-
-/// The function manager's lookups of the bound functions (`fmgr_info`), kept across calls in a
-/// memory context of their own, as the executor keeps a function's for the life of a statement:
-/// what SECURITY DEFINER and PL/pgSQL cache in them (the owner, the `SET` clauses, the compiled
-/// body) is then found again instead of being looked up at every call. They are dropped whenever
-/// the caches of configuration rows are (`config`): any change to a function, a role or a
-/// membership, so a function changed since is looked up afresh.
-struct Lookups {
-    generation: u64,
-    memory: pg_sys::MemoryContext,
-    found: Vec<(pg_sys::Oid, *mut pg_sys::FmgrInfo)>,
-}
-
-thread_local! {
-    static LOOKUPS: RefCell<Lookups> =
-        const { RefCell::new(Lookups { generation: u64::MAX, memory: std::ptr::null_mut(), found: Vec::new() }) };
-    /// Bound functions running now (one calls the gate, which calls another): the lookups they
-    /// run under are not dropped until they return.
-    static CALLING: Cell<u32> = const { Cell::new(0) };
-}
-
-/// `function`'s lookup: the kept one, or a new one (kept, unless a bound function is running and
-/// the kept ones are out of date, when it is made in the current memory context).
-fn lookup(function: pg_sys::Oid) -> *mut pg_sys::FmgrInfo {
-    let generation = crate::config::generation();
-    LOOKUPS.with_borrow_mut(|l| unsafe {
-        if l.generation != generation || l.memory.is_null() {
-            if CALLING.get() > 0 {
-                let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
-                pg_sys::fmgr_info(function, flinfo);
-                return flinfo;
-            }
-            if !l.memory.is_null() {
-                pg_sys::MemoryContextDelete(l.memory);
-            }
-            l.found.clear();
-            l.memory = pg_sys::AllocSetContextCreateInternal(
-                pg_sys::TopMemoryContext,
-                c"toolgate bound functions".as_ptr(),
-                0,
-                1024,
-                8192,
-            );
-            l.generation = generation;
-        }
-        if let Some(&(_, flinfo)) = l.found.iter().find(|(oid, _)| *oid == function) {
-            return flinfo;
-        }
-        let flinfo = pg_sys::MemoryContextAllocZero(l.memory, std::mem::size_of::<pg_sys::FmgrInfo>()).cast();
-        pg_sys::fmgr_info_cxt(function, flinfo, l.memory);
-        l.found.push((function, flinfo));
-        flinfo
-    })
-}
-
-/// A bound function runs while this lives (however its call ends).
-struct Calling;
-
-impl Calling {
-    fn start() -> Calling {
-        CALLING.set(CALLING.get() + 1);
-        Calling
-    }
-}
-
-impl Drop for Calling {
-    fn drop(&mut self) {
-        CALLING.set(CALLING.get() - 1);
-    }
-}
-
-/// `function(ctx, args)` through the function manager, as the executor calls a function: its
-/// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
-/// comes back as `None`; an error it raises goes on up (to the scope's subtransaction).
-fn call(function: pg_sys::Oid, ctx: pg_sys::Datum, args: &Value) -> Option<Value> {
-    let datum = |value| pg_sys::NullableDatum { value, isnull: false };
-    unsafe {
-        let flinfo = lookup(function);
-        let size =
-            std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>() + 2 * std::mem::size_of::<pg_sys::NullableDatum>();
-        let fcinfo = pg_sys::palloc0(size).cast::<pg_sys::FunctionCallInfoBaseData>();
-        (*fcinfo).flinfo = flinfo;
-        (*fcinfo).nargs = 2;
-        (*fcinfo).fncollation = pg_sys::InvalidOid;
-        let slots = (*fcinfo).args.as_mut_slice(2);
-        slots[0] = datum(ctx);
-        slots[1] = datum(crate::jsonb::datum(args));
-        let address = (*flinfo).fn_addr.expect("fmgr_info sets the function's address");
-        let calling = Calling::start();
-        let result = pg_sys::ffi::pg_guard_ffi_boundary(|| address(fcinfo));
-        drop(calling);
-        if (*fcinfo).isnull {
-            return None;
-        }
-        Some(crate::jsonb::value(result))
-    }
 }
 
 fn text_of(v: &Value) -> Option<String> {

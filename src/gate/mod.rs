@@ -7,6 +7,7 @@ pub mod confirmation;
 pub mod contract;
 pub mod domain;
 pub mod effect;
+mod fmgr;
 pub mod idempotency;
 pub mod identity;
 pub mod locale;
