@@ -145,7 +145,7 @@ fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, ar
         .steps
         .iter()
         .map(|v| {
-            let mut step = json!({"step": v.step, "verdict": if v.rule.is_some() { "deny" } else { "pass" }});
+            let mut step = json!({"step": v.step.as_str(), "verdict": if v.rule.is_some() { "deny" } else { "pass" }});
             if let Some(rule) = v.rule {
                 step["rule"] = json!(rule);
             }
@@ -155,7 +155,7 @@ fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, ar
             step
         })
         .collect();
-    let decided_by = audit.steps.iter().find(|v| v.rule.is_some()).map(|v| v.step);
+    let decided_by = audit.steps.iter().find(|v| v.rule.is_some()).map(|v| v.step.as_str());
     JsonB(json!({
         "dry_run": true,
         "outcome": reply.outcome,

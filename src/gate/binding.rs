@@ -18,7 +18,7 @@ use toolgate_core::outcome::Rule;
 use toolgate_core::proposal;
 use toolgate_core::token::Identity;
 
-use super::{fmgr, Deny, Step};
+use super::{fmgr, Deny, Step, StepName};
 use crate::audit::Audit;
 use crate::config::{cached, Cache};
 use crate::subxact::{self, Failure};
@@ -242,7 +242,7 @@ pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Ste
 
 /// `scope`, rolled back even when `f` succeeds (`keep` false): how a reader runs. An error a
 /// bound function raised comes back with the step it belongs to.
-fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<&'static str>)> {
+fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<StepName>)> {
     let outer = (RUNNING.replace(None), REFUSED.replace(false));
     let settings = fmgr::Settings::fix();
     let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
@@ -254,9 +254,9 @@ fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option
         Failure::Raised(sqlstate) => {
             let function = running.unwrap_or("binding");
             let (rule, step) = match function {
-                "effect" | "request" | "finish" => (Rule::EffectFailed, "effect"),
-                "value" => (Rule::ToolMisconfigured, "domain"),
-                _ => (Rule::ToolMisconfigured, "authorization"),
+                "effect" | "request" | "finish" => (Rule::EffectFailed, StepName::Effect),
+                "value" => (Rule::ToolMisconfigured, StepName::Domain),
+                _ => (Rule::ToolMisconfigured, StepName::Authorization),
             };
             let detail = json!({"function": function, "reason": "raised", "sqlstate": sqlstate});
             (Deny::because(rule, detail), Some(step))
