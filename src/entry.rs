@@ -230,7 +230,7 @@ fn check_locale(language: &str, currency: &str, money_format: &str, minor_unit: 
 /// `args.` name its schema does not have, a `value.` name without a value function.
 #[pg_extern(immutable, parallel_safe)]
 fn check_consent_template(template: &str, schema: JsonB, has_value: bool) -> bool {
-    crate::gate::binding::check_template(template, &schema.0, has_value)
+    crate::gate::consent::check_template(template, &schema.0, has_value)
         .map(|_| true)
         .unwrap_or_else(|e| AdminError::Template(e).raise())
 }

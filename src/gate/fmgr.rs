@@ -2,7 +2,7 @@
 //! place. `call` calls a function as the executor does (`fmgr_info`, then its address under
 //! `pg_guard_ffi_boundary`), its lookups kept across calls (`lookup`); `Settings` pins the
 //! settings the functions run under. What to call, with what, and what an answer means is the
-//! binding's (`binding::ctx`, `binding::invoke`); this module knows nothing of the gate.
+//! steps' (`binding::ctx`, `scope::invoke`); this module knows nothing of the gate.
 
 use pgrx::pg_sys;
 use serde_json::Value;
