@@ -14,7 +14,7 @@ use toolgate_core::token::Identity;
 use super::authorization::Policy;
 use super::binding::{self, ctx, misconfigured, Binding};
 use super::contract::Checked;
-use super::scope::{self, invoke, refusal};
+use super::scope::{invoke, refusal};
 use super::{consent, Deny, Step};
 use crate::{context, spi};
 
@@ -99,28 +99,23 @@ pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked>
     context::proposal(proposal_id);
     let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
     let found = find(&binding, who, &args);
-    // Its verdict is step 4's: a refusal here must not undo the steps in between (see `judged`).
-    let refused = scope::forget_refusal();
-    Some(Locked { verdict: found.map(|found| Target { binding, found }), refused })
+    // Its verdict is step 4's, given there: a refusal of the function's answer keeps its `undo`
+    // until then, so the steps in between (a proposal no longer live, refused with what it wrote
+    // kept) are not rolled back by it (see `scope::scope`).
+    Some(Locked { verdict: found.map(|found| Target { binding, found }) })
 }
 
-/// What `lock_proposal_target` found, kept for step 4: the verdict, and whether it refused the
-/// function's answer (which rolls the scope back when it is given).
+/// What `lock_proposal_target` found, kept for step 4: the verdict, with the refusal of the
+/// function's answer (`Deny::undo`, which rolls the scope back when it is given).
 pub struct Locked {
     verdict: Step<Target>,
-    refused: bool,
 }
 
-/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (its
-/// refusal of the function's answer remembered, as if the answer came now), or else a lookup now.
+/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (a
+/// refused answer rolls the scope back, as if it came now), or else a lookup now.
 pub fn judged(locked: Option<Locked>, who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     match locked {
-        Some(Locked { verdict, refused }) => {
-            if refused {
-                scope::remember_refusal();
-            }
-            verdict
-        }
+        Some(Locked { verdict }) => verdict,
         None => target(who, tool, args),
     }
 }

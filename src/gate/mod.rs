@@ -32,17 +32,20 @@ pub struct Deny {
     pub rule: Rule,
     pub detail: Value,
     pub errors: Vec<Violation>,
+    /// The refusal of a bound function's answer (`scope::invoke`): the scope it was called in
+    /// keeps nothing when this refusal ends it, whenever it is given (see `scope::scope`).
+    pub undo: bool,
 }
 
 impl Deny {
     pub fn new(rule: Rule) -> Deny {
-        Deny { rule, detail: Value::Null, errors: Vec::new() }
+        Deny { rule, detail: Value::Null, errors: Vec::new(), undo: false }
     }
     pub fn because(rule: Rule, detail: Value) -> Deny {
-        Deny { rule, detail, errors: Vec::new() }
+        Deny { rule, detail, errors: Vec::new(), undo: false }
     }
     pub fn schema(errors: Vec<Violation>) -> Deny {
-        Deny { rule: Rule::SchemaInvalid, detail: Value::Null, errors }
+        Deny { rule: Rule::SchemaInvalid, detail: Value::Null, errors, undo: false }
     }
     pub fn reply(self) -> Reply {
         if self.rule == Rule::SchemaInvalid {
@@ -206,16 +209,10 @@ fn decide(
     audit: &mut Audit,
 ) -> Step<Decided> {
     // 4. Authorization: kill switch, policy row, role, then the target in the caller's tenant.
-    let authorized = authorization::authorize(who, tool, args.sensitive, audit);
-    let policy = audit.step(StepName::Authorization, authorized)?;
-    let target = audit.step(StepName::Authorization, domain::target(who, tool, args))?;
-    audit.target(&target.found.id);
+    let (policy, target) = authorize(who, tool, args, Sought::Call, audit)?;
 
     // 5. Domain rules against the ERP's current state: the target's state, its value, the budget.
-    let intent = audit.step(StepName::Domain, domain::check(args, &policy, target, locale::of(&who.tenant)))?;
-    if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
-        audit.note("value", arithmetic);
-    }
+    let intent = check_domain(who, args, &policy, target, audit)?;
 
     // 6. Quota: only calls that passed 1–5 get here.
     let used = audit.step(StepName::Quota, quota::consume(&who.tenant, conversation, tool, policy.max_calls))?;
@@ -241,6 +238,55 @@ fn decide(
     }
     let reply = audit.step(StepName::Effect, applied)?;
     Ok(Decided::settling(reply, &key.tenant, tool, &key.key))
+}
+
+/// Where step 4's target comes from.
+enum Sought<'a> {
+    /// A call's: looked up now, and the audit records it.
+    Call,
+    /// A confirmation's: what `confirmation::load` locked before the proposal (a lookup now if
+    /// it locked nothing); the audit keeps the proposal's target.
+    Confirmation(&'a mut Option<domain::Locked>),
+}
+
+/// Step 4, for a call and for a confirmation: the kill switch, the policy row and the role, then
+/// the target in the caller's tenant.
+fn authorize(
+    who: &Identity,
+    tool: &str,
+    args: &contract::Checked,
+    sought: Sought<'_>,
+    audit: &mut Audit,
+) -> Step<(authorization::Policy, domain::Target)> {
+    let authorized = authorization::authorize(who, tool, args.sensitive, audit);
+    let policy = audit.step(StepName::Authorization, authorized)?;
+    let target = match sought {
+        Sought::Call => {
+            let target = audit.step(StepName::Authorization, domain::target(who, tool, args))?;
+            audit.target(&target.found.id);
+            target
+        }
+        Sought::Confirmation(locked) => {
+            audit.step(StepName::Authorization, domain::judged(locked.take(), who, tool, args))?
+        }
+    };
+    Ok((policy, target))
+}
+
+/// Step 5, for a call and for a confirmation: the domain rules against the ERP's current state
+/// (the target's state, its value, the budget), and the arithmetic the audit keeps.
+fn check_domain<'a>(
+    who: &Identity,
+    args: &'a contract::Checked,
+    policy: &authorization::Policy,
+    target: domain::Target,
+    audit: &mut Audit,
+) -> Step<domain::Intent<'a>> {
+    let intent = audit.step(StepName::Domain, domain::check(args, policy, target, locale::of(&who.tenant)))?;
+    if let Some(arithmetic) = domain::arithmetic(&intent, policy) {
+        audit.note("value", arithmetic);
+    }
+    Ok(intent)
 }
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
@@ -297,14 +343,8 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
         value: p.args.clone(),
     };
     audit.args(Some(digest::args_hmac(&crate::audit::hmac_key(), &p.args)), Some(p.schema_version));
-    let authorized = authorization::authorize(who, &p.tool, args.sensitive, audit);
-    let policy = audit.step(StepName::Authorization, authorized)?;
-    let locked = p.locked_target.take();
-    let target = audit.step(StepName::Authorization, domain::judged(locked, who, &p.tool, &args))?;
-    let intent = audit.step(StepName::Domain, domain::check(&args, &policy, target, locale::of(&who.tenant)))?;
-    if let Some(arithmetic) = domain::arithmetic(&intent, &policy) {
-        audit.note("value", arithmetic);
-    }
+    let (policy, target) = authorize(who, &p.tool, &args, Sought::Confirmation(&mut p.locked_target), audit)?;
+    let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
     // or account, or a policy that now asks more, needs a new proposal.
     audit.step(StepName::Confirmation, confirmation::same_value(&p, &intent))?;

@@ -1,5 +1,5 @@
 //! The subtransaction a tool's bound functions run in (`scope`), and how one is called
-//! (`invoke`): the function running now and whether its answer was refused, which decide what
+//! (`invoke`): the function running now, and the refusal of its answer (`Deny::undo`), decide what
 //! the scope keeps. What a function may answer instead of its value (`refusal`) is the same for
 //! every function; the rest of an answer's shape is its step's.
 
@@ -16,8 +16,6 @@ use crate::subxact::{self, Failure};
 thread_local! {
     /// The bound function running now: an error raised inside a scope while it runs is its own.
     static RUNNING: Cell<Option<&'static str>> = const { Cell::new(None) };
-    /// A bound function's answer was refused in this scope: what it wrote must not stay.
-    static REFUSED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Run `f`, a part of the gate that calls the tool's bound functions, in one subtransaction.
@@ -28,7 +26,10 @@ thread_local! {
 /// neither does what the gate wrote in the scope after the target. An error it raises becomes
 /// `tool_misconfigured` (`effect_failed` from the effect), its SQLSTATE audited; the gate's own
 /// errors, and the ones a client retries, go on up. A refusal of the gate's own (a policy, a
-/// quota, a proposal no longer live) keeps what was written, as any step's refusal does.
+/// quota, a proposal no longer live) keeps what was written, as any step's refusal does. A refused
+/// answer says so itself (`Deny::undo`), so a refusal given later than it was found (the target a
+/// confirmation locks before the proposal, judged at step 4) rolls back as if given at once,
+/// and a refusal of the gate's own in between keeps what it wrote.
 pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Step<T> {
     let result = scoped(true, || f(&mut *audit));
     result.map_err(|(deny, step)| match step {
@@ -41,12 +42,12 @@ pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Ste
 /// `scope`, rolled back even when `f` succeeds (`keep` false): how a reader runs. An error a
 /// bound function raised comes back with the step it belongs to.
 pub(super) fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<StepName>)> {
-    let outer = (RUNNING.replace(None), REFUSED.replace(false));
+    let outer = RUNNING.replace(None);
     let settings = fmgr::Settings::fix();
-    let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
+    let out =
+        subxact::attempt(f, |result| !keep || result.as_ref().is_err_and(|deny| deny.undo), || RUNNING.get().is_some());
     settings.restore();
-    let running = RUNNING.replace(outer.0);
-    REFUSED.set(outer.1);
+    let running = RUNNING.replace(outer);
     out.map_err(|failure| match failure {
         Failure::Refused(deny) => (deny, None),
         Failure::Raised(sqlstate) => {
@@ -62,18 +63,6 @@ pub(super) fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (D
     })
 }
 
-/// Forget that an answer was refused in this scope (and say whether one was): the target
-/// `confirm` locks before the proposal is decided for, whose verdict is given later
-/// (`domain::judged`).
-pub fn forget_refusal() -> bool {
-    REFUSED.replace(false)
-}
-
-/// The refused answer forgotten earlier is given now: the scope rolls back as if it came now.
-pub fn remember_refusal() {
-    REFUSED.set(true);
-}
-
 /// Call `function` (the tool's `name` function) with `ctx` and `args`, inside a scope; `shape`
 /// judges what it returned, and a refused answer rolls the scope back.
 pub(super) fn invoke<T>(
@@ -86,11 +75,7 @@ pub(super) fn invoke<T>(
     RUNNING.set(Some(name));
     let answer = fmgr::call(function, ctx, args);
     RUNNING.set(None);
-    let judged = shape(answer);
-    if judged.is_err() {
-        REFUSED.set(true);
-    }
-    judged
+    shape(answer).map_err(|deny| Deny { undo: true, ..deny })
 }
 
 /// A refusal a bound function named instead of answering NULL: `{"refused": RULE}` (that member
