@@ -138,6 +138,8 @@ pub fn of(tool: &str) -> Option<Binding> {
     })
 }
 
+/// A binding no call can use, or a function's answer out of shape: `tool_misconfigured`, naming
+/// the function and why.
 pub(super) fn misconfigured(function: &str, reason: impl Into<String>) -> Deny {
     Deny::because(Rule::ToolMisconfigured, json!({"function": function, "reason": reason.into()}))
 }
@@ -219,5 +221,20 @@ pub fn reader(tool: &str) -> Option<Reader> {
                 })
             },
         )
+    })
+}
+
+/// The context a reader receives, as its jsonb: the verified caller and the tool; a read has no
+/// conversation, key or proposal.
+pub(super) fn reader_ctx(r: &Reader) -> pg_sys::Datum {
+    use toolgate_core::jsonb::Member::{Str, Strs};
+    context::with(|c| {
+        crate::jsonb::object(&[
+            ("tenant", Str(c.tenant.as_deref())),
+            ("actor", Str(c.actor.as_deref())),
+            ("role", Str(c.role.as_deref())),
+            ("roles", Strs(&c.roles)),
+            ("tool", Str(Some(&r.tool))),
+        ])
     })
 }

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use toolgate_core::outcome::Rule;
 
-use super::binding::{check_tool, misconfigured, Reader};
+use super::binding::{check_tool, misconfigured, reader_ctx, Reader};
 use super::scope::{invoke, scoped};
 use super::{Deny, Step};
 use crate::context;
@@ -16,16 +16,7 @@ use crate::context;
 /// back whatever happens, after its answer is read.
 pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
     check_tool(&r.tool)?;
-    let ctx = context::with(|c| {
-        use toolgate_core::jsonb::Member::{Str, Strs};
-        crate::jsonb::object(&[
-            ("tenant", Str(c.tenant.as_deref())),
-            ("actor", Str(c.actor.as_deref())),
-            ("role", Str(c.role.as_deref())),
-            ("roles", Strs(&c.roles)),
-            ("tool", Str(Some(&r.tool))),
-        ])
-    });
+    let ctx = reader_ctx(r);
     let mut value = scoped(false, || {
         invoke(r.reader, "reader", ctx, args, |out| match out {
             None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
