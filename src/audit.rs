@@ -10,7 +10,7 @@ use toolgate_core::contract::audit_path;
 use toolgate_core::outcome::{Outcome, Reply};
 use toolgate_core::token::Identity;
 
-use crate::gate::Deny;
+use crate::gate::{Deny, StepName};
 use crate::spi;
 
 thread_local! {
@@ -36,7 +36,7 @@ pub fn dry_run<T>(f: impl FnOnce() -> T) -> T {
 /// One step's verdict, kept for `explain_call`.
 #[derive(Clone, Debug)]
 pub struct Verdict {
-    pub step: &'static str,
+    pub step: StepName,
     pub rule: Option<&'static str>,
     pub detail: Value,
 }
@@ -80,7 +80,7 @@ impl Audit {
     }
 
     /// Record a step's verdict and pass its result on.
-    pub fn step<T>(&mut self, step: &'static str, result: Result<T, Deny>) -> Result<T, Deny> {
+    pub fn step<T>(&mut self, step: StepName, result: Result<T, Deny>) -> Result<T, Deny> {
         let (rule, detail) = match &result {
             Ok(_) => (None, Value::Null),
             Err(d) => (Some(d.rule.as_str()), d.detail.clone()),

@@ -145,7 +145,7 @@ fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, ar
         .steps
         .iter()
         .map(|v| {
-            let mut step = json!({"step": v.step, "verdict": if v.rule.is_some() { "deny" } else { "pass" }});
+            let mut step = json!({"step": v.step.as_str(), "verdict": if v.rule.is_some() { "deny" } else { "pass" }});
             if let Some(rule) = v.rule {
                 step["rule"] = json!(rule);
             }
@@ -155,7 +155,7 @@ fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, ar
             step
         })
         .collect();
-    let decided_by = audit.steps.iter().find(|v| v.rule.is_some()).map(|v| v.step);
+    let decided_by = audit.steps.iter().find(|v| v.rule.is_some()).map(|v| v.step.as_str());
     JsonB(json!({
         "dry_run": true,
         "outcome": reply.outcome,
@@ -230,7 +230,7 @@ fn check_locale(language: &str, currency: &str, money_format: &str, minor_unit: 
 /// `args.` name its schema does not have, a `value.` name without a value function.
 #[pg_extern(immutable, parallel_safe)]
 fn check_consent_template(template: &str, schema: JsonB, has_value: bool) -> bool {
-    crate::gate::binding::check_template(template, &schema.0, has_value)
+    crate::gate::consent::check_template(template, &schema.0, has_value)
         .map(|_| true)
         .unwrap_or_else(|e| AdminError::Template(e).raise())
 }

@@ -1,42 +1,39 @@
-//! Tools a DBA defined with `toolgate.define_tool` (sql/registry.sql): the gate's steps 4–8 for
-//! any ERP, through the DBA's own functions. `target` finds and locks what the call is about,
-//! `value` says the money at stake and what is available for it, `effect` makes the change. Each
-//! is `(ctx jsonb, args jsonb) RETURNS jsonb`, SECURITY DEFINER, owned by a role that is not a
-//! superuser, with a pinned search_path, and executable by neither PUBLIC nor the agent: checked
-//! when the tool is defined and again at every use (`toolgate.binding_fault`), so a function
-//! changed later fails closed. The gate runs them inside one subtransaction (`scope`), from the
-//! target's locks to the effect: what they raise, or return out of shape, becomes an outcome,
-//! never a half-made effect.
+//! Tools a DBA defined with `toolgate.define_tool` (sql/registry.sql): the catalogue of their
+//! bindings and the context their functions receive. `target` finds and locks what the call is
+//! about, `value` says the money at stake and what is available for it, `effect` makes the
+//! change. Each is `(ctx jsonb, args jsonb) RETURNS jsonb`, SECURITY DEFINER, owned by a role
+//! that is not a superuser, with a pinned search_path, and executable by neither PUBLIC nor the
+//! agent: checked when the tool is defined and again at every use (`toolgate.binding_fault`,
+//! `check`), so a function changed later fails closed.
+//!
+//! Calling them is the steps' (each calls its own function, and judges its answer): `domain`
+//! (target, value), `effect` (effect, request, finish), `reader` (a read tool's reader); all of
+//! them inside `scope` (one subtransaction, from the target's locks to the effect) and through
+//! `fmgr` (the function manager).
 
 use pgrx::pg_sys;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use std::cell::{Cell, RefCell};
-use std::str::FromStr;
-use toolgate_core::locale::{Currency, Language, Locale};
+use std::cell::RefCell;
 use toolgate_core::outcome::Rule;
-use toolgate_core::proposal;
-use toolgate_core::token::Identity;
 
 use super::{Deny, Step};
-use crate::audit::Audit;
 use crate::config::{cached, Cache};
-use crate::subxact::{self, Failure};
 use crate::{context, spi};
 
 /// A defined tool's functions and its consent template.
 #[derive(Clone, Debug)]
 pub struct Binding {
     pub tool: String,
-    target: pg_sys::Oid,
-    value: Option<pg_sys::Oid>,
-    effect: pg_sys::Oid,
+    pub(super) target: pg_sys::Oid,
+    pub(super) value: Option<pg_sys::Oid>,
+    pub(super) effect: pg_sys::Oid,
     /// An outbox tool's request function and endpoint (`define_outbox_tool`); `None` for a tool
     /// whose effect function makes the change in the database.
     pub outbox: Option<Outbox>,
-    consent: Option<String>,
+    pub(super) consent: Option<String>,
     /// The consent template in other languages (`set_consent_translation`), by language tag.
-    translations: Option<serde_json::Map<String, Value>>,
+    pub(super) translations: Option<serde_json::Map<String, Value>>,
     /// The states the target may be in when the policy row names none.
     pub target_states: Option<Vec<String>>,
     /// The amounts the tool accepts from its value function (`define_tool`'s `amounts`).
@@ -51,10 +48,10 @@ pub struct Binding {
 /// named ERP endpoint the dispatcher sends it to.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    request: pg_sys::Oid,
+    pub(super) request: pg_sys::Oid,
     pub endpoint: String,
     /// The DBA's follow-up in this database once the ERP has done its part, if any.
-    finish: Option<pg_sys::Oid>,
+    pub(super) finish: Option<pg_sys::Oid>,
 }
 
 /// The amounts a tool's value function may answer with; any other is `value_over_limit`.
@@ -141,27 +138,9 @@ pub fn of(tool: &str) -> Option<Binding> {
     })
 }
 
-/// What the target function found: its id and state in the DBA's own words, and the whole object
-/// (which `value` and `effect` receive in their context).
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub id: String,
-    pub state: Option<String>,
-    pub found: Value,
-}
-
-/// What the value function said: the amount at stake, the account it draws on, what is left
-/// there, and the most this target allows.
-#[derive(Clone, Debug)]
-pub struct Valued {
-    pub amount: Decimal,
-    pub account: Option<String>,
-    pub available: Option<Decimal>,
-    pub limit: Option<Decimal>,
-    pub said: Value,
-}
-
-fn misconfigured(function: &str, reason: impl Into<String>) -> Deny {
+/// A binding no call can use, or a function's answer out of shape: `tool_misconfigured`, naming
+/// the function and why.
+pub(super) fn misconfigured(function: &str, reason: impl Into<String>) -> Deny {
     Deny::because(Rule::ToolMisconfigured, json!({"function": function, "reason": reason.into()}))
 }
 
@@ -176,7 +155,7 @@ thread_local! {
 }
 
 /// Judged again whenever a function, a role or a membership changed (`config`), or the binding.
-fn check_tool(tool: &str) -> Step<()> {
+pub(super) fn check_tool(tool: &str) -> Step<()> {
     match cached(&FAULTS, tool.to_string(), || fault_of(tool)) {
         Some(reason) => Err(misconfigured("binding", reason)),
         None => Ok(()),
@@ -197,7 +176,7 @@ fn fault_of(tool: &str) -> Option<String> {
 
 /// The context every bound function receives, as its jsonb: the verified call, never the
 /// arguments' word (but for the key the call is retried with), and what the steps before found.
-fn ctx(b: &Binding, args: &Value, extra: &[(&str, Option<&Value>)]) -> pg_sys::Datum {
+pub(super) fn ctx(b: &Binding, args: &Value, extra: &[(&str, Option<&Value>)]) -> pg_sys::Datum {
     use toolgate_core::jsonb::Member::{Str, Strs, Value as Of};
     context::with(|c| {
         let mut members = vec![
@@ -215,503 +194,12 @@ fn ctx(b: &Binding, args: &Value, extra: &[(&str, Option<&Value>)]) -> pg_sys::D
     })
 }
 
-thread_local! {
-    /// The bound function running now: an error raised inside a scope while it runs is its own.
-    static RUNNING: Cell<Option<&'static str>> = const { Cell::new(None) };
-    /// A bound function's answer was refused in this scope: what it wrote must not stay.
-    static REFUSED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Run `f`, a part of the gate that calls the tool's bound functions, in one subtransaction.
-/// One, not one a function: the rows the target function locks are then changed by the effect
-/// under the same transaction id (a row locked by one subtransaction and updated by another has
-/// PostgreSQL record both as a multixact, a cost on every such call). A bound function that
-/// raises, or whose answer is refused, rolls the whole scope back: nothing it wrote stays, and
-/// neither does what the gate wrote in the scope after the target. An error it raises becomes
-/// `tool_misconfigured` (`effect_failed` from the effect), its SQLSTATE audited; the gate's own
-/// errors, and the ones a client retries, go on up. A refusal of the gate's own (a policy, a
-/// quota, a proposal no longer live) keeps what was written, as any step's refusal does.
-pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Step<T> {
-    let result = scoped(true, || f(&mut *audit));
-    result.map_err(|(deny, step)| match step {
-        // Recorded as the step that called the function would have recorded its refusal.
-        Some(step) => audit.step(step, Err::<(), Deny>(deny)).unwrap_err(),
-        None => deny,
-    })
-}
-
-/// `scope`, rolled back even when `f` succeeds (`keep` false): how a reader runs. An error a
-/// bound function raised comes back with the step it belongs to.
-fn scoped<T>(keep: bool, f: impl FnOnce() -> Step<T>) -> Result<T, (Deny, Option<&'static str>)> {
-    let outer = (RUNNING.replace(None), REFUSED.replace(false));
-    let settings = Settings::fix();
-    let out = subxact::attempt(f, |result| !keep || (result.is_err() && REFUSED.get()), || RUNNING.get().is_some());
-    settings.restore();
-    let running = RUNNING.replace(outer.0);
-    REFUSED.set(outer.1);
-    out.map_err(|failure| match failure {
-        Failure::Refused(deny) => (deny, None),
-        Failure::Raised(sqlstate) => {
-            let function = running.unwrap_or("binding");
-            let (rule, step) = match function {
-                "effect" | "request" | "finish" => (Rule::EffectFailed, "effect"),
-                "value" => (Rule::ToolMisconfigured, "domain"),
-                _ => (Rule::ToolMisconfigured, "authorization"),
-            };
-            let detail = json!({"function": function, "reason": "raised", "sqlstate": sqlstate});
-            (Deny::because(rule, detail), Some(step))
-        }
-    })
-}
-
-/// The settings the bound functions run under, whatever the caller set for its session: a
-/// caller's `extra_float_digits = -15` would round a float amount the value function writes,
-/// `plpgsql.check_asserts = off` would switch an effect's ASSERT guard off, and the others change
-/// what text a date, an interval or a string literal becomes. A function's own `SET` clauses still
-/// apply over these (a DBA who wants another TimeZone sets it on the function).
-const FIXED_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
-    (c"extra_float_digits", c"1"),
-    (c"DateStyle", c"ISO, MDY"),
-    (c"IntervalStyle", c"postgres"),
-    (c"TimeZone", c"UTC"),
-    (c"standard_conforming_strings", c"on"),
-    (c"plpgsql.check_asserts", c"on"),
-];
-
-/// `FIXED_SETTINGS` in force from `fix` to `restore`, the way a function's `SET` clauses are: in
-/// a GUC nesting level of their own, popped afterwards. An error that ends the transaction or a
-/// caller's subtransaction pops the level with it.
-struct Settings(std::ffi::c_int);
-
-impl Settings {
-    fn fix() -> Settings {
-        unsafe {
-            let level = pg_sys::NewGUCNestLevel();
-            for (name, value) in FIXED_SETTINGS {
-                pg_sys::set_config_option(
-                    name.as_ptr(),
-                    value.as_ptr(),
-                    pg_sys::GucContext::PGC_USERSET,
-                    pg_sys::GucSource::PGC_S_SESSION,
-                    pg_sys::GucAction::GUC_ACTION_SAVE,
-                    true,
-                    0,
-                    false,
-                );
-            }
-            Settings(level)
-        }
-    }
-
-    fn restore(self) {
-        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
-    }
-}
-
-/// Forget that an answer was refused in this scope (and say whether one was): the target
-/// `confirm` locks before the proposal is decided for, whose verdict is given later
-/// (`domain::judged`).
-pub fn forget_refusal() -> bool {
-    REFUSED.replace(false)
-}
-
-/// The refused answer forgotten earlier is given now: the scope rolls back as if it came now.
-pub fn remember_refusal() {
-    REFUSED.set(true);
-}
-
-/// Call `function` (the tool's `name` function) with `ctx` and `args`, inside a scope; `shape`
-/// judges what it returned, and a refused answer rolls the scope back.
-fn invoke<T>(
-    function: pg_sys::Oid,
-    name: &'static str,
-    ctx: pg_sys::Datum,
-    args: &Value,
-    shape: impl FnOnce(Option<Value>) -> Step<T>,
-) -> Step<T> {
-    RUNNING.set(Some(name));
-    let answer = call(function, ctx, args);
-    RUNNING.set(None);
-    let judged = shape(answer);
-    if judged.is_err() {
-        REFUSED.set(true);
-    }
-    judged
-}
-
-/// The function manager's lookups of the bound functions (`fmgr_info`), kept across calls in a
-/// memory context of their own, as the executor keeps a function's for the life of a statement:
-/// what SECURITY DEFINER and PL/pgSQL cache in them (the owner, the `SET` clauses, the compiled
-/// body) is then found again instead of being looked up at every call. They are dropped whenever
-/// the caches of configuration rows are (`config`): any change to a function, a role or a
-/// membership, so a function changed since is looked up afresh.
-struct Lookups {
-    generation: u64,
-    memory: pg_sys::MemoryContext,
-    found: Vec<(pg_sys::Oid, *mut pg_sys::FmgrInfo)>,
-}
-
-thread_local! {
-    static LOOKUPS: RefCell<Lookups> =
-        const { RefCell::new(Lookups { generation: u64::MAX, memory: std::ptr::null_mut(), found: Vec::new() }) };
-    /// Bound functions running now (one calls the gate, which calls another): the lookups they
-    /// run under are not dropped until they return.
-    static CALLING: Cell<u32> = const { Cell::new(0) };
-}
-
-/// `function`'s lookup: the kept one, or a new one (kept, unless a bound function is running and
-/// the kept ones are out of date, when it is made in the current memory context).
-fn lookup(function: pg_sys::Oid) -> *mut pg_sys::FmgrInfo {
-    let generation = crate::config::generation();
-    LOOKUPS.with_borrow_mut(|l| unsafe {
-        if l.generation != generation || l.memory.is_null() {
-            if CALLING.get() > 0 {
-                let flinfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::FmgrInfo>()).cast::<pg_sys::FmgrInfo>();
-                pg_sys::fmgr_info(function, flinfo);
-                return flinfo;
-            }
-            if !l.memory.is_null() {
-                pg_sys::MemoryContextDelete(l.memory);
-            }
-            l.found.clear();
-            l.memory = pg_sys::AllocSetContextCreateInternal(
-                pg_sys::TopMemoryContext,
-                c"toolgate bound functions".as_ptr(),
-                0,
-                1024,
-                8192,
-            );
-            l.generation = generation;
-        }
-        if let Some(&(_, flinfo)) = l.found.iter().find(|(oid, _)| *oid == function) {
-            return flinfo;
-        }
-        let flinfo = pg_sys::MemoryContextAllocZero(l.memory, std::mem::size_of::<pg_sys::FmgrInfo>()).cast();
-        pg_sys::fmgr_info_cxt(function, flinfo, l.memory);
-        l.found.push((function, flinfo));
-        flinfo
-    })
-}
-
-/// A bound function runs while this lives (however its call ends).
-struct Calling;
-
-impl Calling {
-    fn start() -> Calling {
-        CALLING.set(CALLING.get() + 1);
-        Calling
-    }
-}
-
-impl Drop for Calling {
-    fn drop(&mut self) {
-        CALLING.set(CALLING.get() - 1);
-    }
-}
-
-/// `function(ctx, args)` through the function manager, as the executor calls a function: its
-/// SECURITY DEFINER and its pinned search_path apply, and there is no statement to plan. NULL
-/// comes back as `None`; an error it raises goes on up (to the scope's subtransaction).
-fn call(function: pg_sys::Oid, ctx: pg_sys::Datum, args: &Value) -> Option<Value> {
-    let datum = |value| pg_sys::NullableDatum { value, isnull: false };
-    unsafe {
-        let flinfo = lookup(function);
-        let size =
-            std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>() + 2 * std::mem::size_of::<pg_sys::NullableDatum>();
-        let fcinfo = pg_sys::palloc0(size).cast::<pg_sys::FunctionCallInfoBaseData>();
-        (*fcinfo).flinfo = flinfo;
-        (*fcinfo).nargs = 2;
-        (*fcinfo).fncollation = pg_sys::InvalidOid;
-        let slots = (*fcinfo).args.as_mut_slice(2);
-        slots[0] = datum(ctx);
-        slots[1] = datum(crate::jsonb::datum(args));
-        let address = (*flinfo).fn_addr.expect("fmgr_info sets the function's address");
-        let calling = Calling::start();
-        let result = pg_sys::ffi::pg_guard_ffi_boundary(|| address(fcinfo));
-        drop(calling);
-        if (*fcinfo).isnull {
-            return None;
-        }
-        Some(crate::jsonb::value(result))
-    }
-}
-
-fn text_of(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// `d` as a JSON number with its exact digits.
-fn json_number(d: Decimal) -> Value {
-    serde_json::from_str(&d.to_string()).expect("a decimal's text is a JSON number")
-}
-
-fn decimal(v: Option<&Value>) -> Option<Decimal> {
-    let text = text_of(v?)?;
-    Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).ok()
-}
-
-/// Step 4's target, found and locked by the DBA's function in the caller's tenant. NULL is
-/// `target_not_found`; so is a target of another tenant, whatever the function did.
-pub fn target(b: &Binding, who: &Identity, args: &Value) -> Step<Target> {
-    check(b)?;
-    invoke(b.target, "target", ctx(b, args, &[]), args, |out| {
-        let out = refusal("target", out)?;
-        let Some(found) = out.filter(|v| !v.is_null()) else {
-            return Err(Deny::new(Rule::TargetNotFound));
-        };
-        let id = found.get("id").and_then(text_of);
-        let tenant = found.get("tenant").and_then(Value::as_str);
-        match (id, tenant) {
-            (Some(id), Some(tenant)) if tenant == who.tenant => {
-                Ok(Target { id, state: found.get("state").and_then(text_of), found: found.clone() })
-            }
-            (Some(_), Some(_)) => Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"}))),
-            _ => Err(misconfigured("target", "must return an object with \"id\" and \"tenant\"")),
-        }
-    })
-}
-
-/// Step 5's value, when the tool has a value function, in the tenant's `currency`.
-pub fn value(b: &Binding, args: &Value, target: &Target, currency: &Currency) -> Step<Option<Valued>> {
-    let Some(function) = b.value else { return Ok(None) };
-    let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
-        let said = refusal("value", out)?;
-        let said = said.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
-        let exact =
-            decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
-        // One rounding, the gate's, to the tenant's currency's minor unit (half away from zero,
-        // as numeric rounds): the person reads this amount, the audit keeps it, and the effect
-        // receives it (ctx->'value'->'amount'), never the finer one the function said.
-        let amount = currency.round(exact);
-        let mut said = said;
-        if amount != exact {
-            said["amount"] = json_number(amount);
-        }
-        let optional = |name: &str| match said.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => decimal(Some(v))
-                .map(Some)
-                .ok_or_else(|| misconfigured("value", format!("\"{name}\" must be a decimal"))),
-        };
-        let available = optional("available")?;
-        let limit = optional("limit")?;
-        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, limit, said })
-    });
-    said.map(Some)
-}
-
-/// A refusal a bound function named instead of answering NULL: `{"refused": RULE}` (that member
-/// alone), RULE one of `Rule::NAMEABLE` (`target_not_found`, `state_not_allowed`,
-/// `value_over_limit`, `budget_exceeded`). It is the call's outcome, as if the gate had found it,
-/// and nothing the function wrote stays (the scope rolls back). Another word, or more members
-/// beside it, is a misconfiguration (`effect_failed` from the effect): a function cannot speak for
-/// the gate's other steps. Any other answer comes back to be judged as before.
-fn refusal(function: &str, out: Option<Value>) -> Step<Option<Value>> {
-    let Some(Value::Object(answer)) = &out else { return Ok(out) };
-    let Some(named) = answer.get("refused") else { return Ok(out) };
-    let rule = named.as_str().and_then(Rule::named_by_function).filter(|_| answer.len() == 1);
-    match rule {
-        Some(rule) => Err(Deny::because(rule, json!({"reason": "refused_by_function", "function": function}))),
-        None => {
-            let reason = "may refuse only with {\"refused\": target_not_found | state_not_allowed | value_over_limit | budget_exceeded}";
-            Err(match function {
-                "effect" => Deny::because(Rule::EffectFailed, json!({"function": function, "reason": reason})),
-                _ => misconfigured(function, reason),
-            })
-        }
-    }
-}
-
-/// Step 8's effect. NULL means the state moved under the call (`state_not_allowed`); anything
-/// but an object, or an exception, is `effect_failed` and leaves nothing of the effect.
-pub fn effect(b: &Binding, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<(Value, String)> {
-    let ctx = ctx(b, args, &[("target", Some(&target.found)), ("value", valued.map(|v| &v.said))]);
-    let result = invoke(b.effect, "effect", ctx, args, |out| match refusal("effect", out)? {
-        None | Some(Value::Null) => Err(Deny::because(Rule::StateNotAllowed, json!({"reason": "state_changed"}))),
-        Some(result) if result.is_object() => Ok(result),
-        Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
-    })?;
-    let summary = result
-        .get("summary")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{} applied to {}.", b.tool, proposal::quoted(&target.id)));
-    Ok((result, summary))
-}
-
-/// The HTTP methods a request function may ask for.
-const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
-
-/// Step 8 of an outbox tool: the HTTP request its request function builds from the call, as the
-/// effect function would be called (the target, the value, the proposal at a confirmation).
-/// It must be `{"method": …, "path": "/…", "body": …}` (`body` optional, nothing else: the
-/// dispatcher adds the base URL, the credentials and the idempotency key); an exception, NULL or
-/// another shape is `effect_failed`, and nothing of the call is written.
-pub fn request(b: &Binding, outbox: &Outbox, args: &Value, target: &Target, valued: Option<&Valued>) -> Step<Value> {
-    let ctx = ctx(b, args, &[("target", Some(&target.found)), ("value", valued.map(|v| &v.said))]);
-    invoke(outbox.request, "request", ctx, args, |out| {
-        let bad = |reason: &str| Deny::because(Rule::EffectFailed, json!({"function": "request", "reason": reason}));
-        let Some(Value::Object(request)) = out else {
-            return Err(bad("must return an object {method, path, body}"));
-        };
-        if request.keys().any(|k| !matches!(k.as_str(), "method" | "path" | "body")) {
-            return Err(bad("must return only method, path and body"));
-        }
-        let method = request.get("method").and_then(Value::as_str);
-        if !method.is_some_and(|m| METHODS.contains(&m)) {
-            return Err(bad("method must be one of GET, POST, PUT, PATCH, DELETE"));
-        }
-        let path = request.get("path").and_then(Value::as_str).unwrap_or_default();
-        let relative = path.starts_with('/') && !path.starts_with("//") && path.len() <= 2048;
-        if !relative || path.chars().any(|c| c.is_whitespace() || c.is_control() || c == '#') {
-            return Err(bad("path must be a path on the endpoint, starting with one /"));
-        }
-        let mut request = Value::Object(request);
-        if request.get("body").is_none() {
-            request["body"] = Value::Null;
-        }
-        Ok(request)
-    })
-}
-
-/// An outbox tool's follow-up once the ERP has done its part (the dispatcher's settlement, not a
-/// call): its `finish` function, called as the effect would be (the intent's arguments; in the
-/// context the call's tenant, actor, role, conversation and proposal, `target` as `{"id": …}`,
-/// the value, and `erp`, what the ERP answered), in a subtransaction of its own. `None` when the
-/// tool has no finish function. An object is done (`Ok`, its answer); NULL, another shape, an
-/// exception or a binding changed unsafely since is not (`Err`, why, with the SQLSTATE): nothing
-/// it wrote stays, and the intent is PARTIAL until a later settlement finishes it.
-pub fn finish(
-    b: &Binding,
-    args: &Value,
-    target: &str,
-    value: Option<&Value>,
-    erp: &Value,
-) -> Option<Result<Value, Value>> {
-    let function = b.outbox.as_ref()?.finish?;
-    if let Err(deny) = check(b) {
-        return Some(Err(deny.detail));
-    }
-    let target = json!({ "id": target });
-    let ctx = ctx(b, args, &[("target", Some(&target)), ("value", value), ("erp", Some(erp))]);
-    let done = scoped(true, || {
-        invoke(function, "finish", ctx, args, |out| match out {
-            Some(result) if result.is_object() => Ok(result),
-            None | Some(Value::Null) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "not_done"}))),
-            Some(_) => Err(Deny::because(Rule::EffectFailed, json!({"reason": "must return an object"}))),
-        })
-    });
-    Some(done.map_err(|(deny, _)| deny.detail))
-}
-
-/// A field of a bound function's answer as a consent text shows it (before quoting).
-fn shown(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// The text the person reads: the DBA's template, or the gate's own in the tenant's language,
-/// with every value quoted and every amount as the tenant writes it. At tier 2 and above the
-/// gate adds what the account has before and after the effect.
-pub fn text(
-    b: &Binding,
-    tenant: &str,
-    locale: &Locale,
-    args: &Value,
-    target: &Target,
-    valued: Option<&Valued>,
-    tier: i32,
-) -> String {
-    let money = |d: Decimal| locale.money(d);
-    let lookup = |name: &str| -> Option<String> {
-        match name {
-            "tenant" => Some(tenant.to_string()),
-            "tool" => Some(b.tool.clone()),
-            "value.amount" => valued.map(|v| money(v.amount)),
-            "value.available" => valued.map(|v| v.available.map(money).unwrap_or_default()),
-            _ => {
-                if let Some(k) = name.strip_prefix("args.") {
-                    Some(shown(args.get(k)))
-                } else if let Some(k) = name.strip_prefix("target.") {
-                    Some(shown(target.found.get(k)))
-                } else {
-                    name.strip_prefix("value.").and_then(|k| valued.map(|v| shown(v.said.get(k))))
-                }
-            }
-        }
-    };
-    let declared = super::contract::tool(&b.tool).map(|t| t.properties).unwrap_or_default();
-    let own = || default_template(locale.language, &declared, args, valued.is_some());
-    // The tenant's language's translation, else the tool's template, else the gate's own.
-    let translated = b.translations.as_ref().and_then(|t| t.get(locale.language.tag())).and_then(Value::as_str);
-    let template = translated.map(str::to_string).or_else(|| b.consent.clone()).unwrap_or_else(own);
-    // define_tool checked the template's names; a hand-edited row falls back to the gate's own.
-    let mut text =
-        proposal::fill(&template, lookup).unwrap_or_else(|_| proposal::fill(&own(), lookup).expect("known names"));
-    if let Some((v, left)) = valued.and_then(|v| v.available.map(|left| (v, left))).filter(|_| tier >= 2) {
-        let account = v.account.as_deref().map(proposal::quoted).unwrap_or_default();
-        text.push_str(&locale.language.balance(&account, &money(left), &money(left - v.amount)));
-    }
-    text
-}
-
-/// The gate's own text: the tool, its target, the tenant, the value, and each argument the call
-/// has of those the tool's schema declares (`declared`, the DBA's names, sorted by name),
-/// but the key. Never a name the model wrote: with `additionalProperties` allowed, an argument's
-/// name is the model's text, and it could write a fake notice around the consent sentence.
-fn default_template(language: Language, declared: &[String], args: &Value, valued: bool) -> String {
-    let mut t = String::from(language.run_template());
-    if valued {
-        t.push_str(language.amount_template());
-    }
-    let listed: Vec<String> = declared
-        .iter()
-        .filter(|k| *k != "idempotency_key" && !k.contains(['{', '}']) && args.get(k.as_str()).is_some())
-        .map(|k| format!("{} {{args.{k}}}", proposal::quoted(k)))
-        .collect();
-    if !listed.is_empty() {
-        t.push_str(&format!("{} {}.", language.arguments(), listed.join(", ")));
-    }
-    t
-}
-
-/// Check a consent template at definition: every placeholder is one the gate can fill for this
-/// tool (`args.` names must be properties of its schema; `value.` needs a value function;
-/// `target.` and `value.` name fields of what those functions return, shown empty if absent).
-pub fn check_template(template: &str, schema: &Value, has_value: bool) -> Result<(), String> {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let field = |k: &str| !k.is_empty();
-    proposal::fill(template, |name| {
-        let known = match name {
-            "tenant" | "tool" => true,
-            _ => {
-                if let Some(k) = name.strip_prefix("args.") {
-                    properties.is_some_and(|p| p.contains_key(k))
-                } else if let Some(k) = name.strip_prefix("target.") {
-                    field(k)
-                } else {
-                    name.strip_prefix("value.").is_some_and(|k| has_value && field(k))
-                }
-            }
-        };
-        known.then(String::new)
-    })
-    .map(|_| ())
-}
-
 /// A read tool's reader and the JSON Pointers of the third-party text in what it returns.
 #[derive(Clone, Debug)]
 pub struct Reader {
     pub tool: String,
-    reader: pg_sys::Oid,
-    untrusted: Vec<String>,
+    pub(super) reader: pg_sys::Oid,
+    pub(super) untrusted: Vec<String>,
 }
 
 thread_local! {
@@ -736,14 +224,11 @@ pub fn reader(tool: &str) -> Option<Reader> {
     })
 }
 
-/// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how
-/// many were. NULL is `target_not_found`, and so is an answer that names another tenant than the
-/// caller's in a `tenant` field. Nothing the reader writes is kept: its scope is rolled
-/// back whatever happens, after its answer is read.
-pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
-    check_tool(&r.tool)?;
-    let ctx = context::with(|c| {
-        use toolgate_core::jsonb::Member::{Str, Strs};
+/// The context a reader receives, as its jsonb: the verified caller and the tool; a read has no
+/// conversation, key or proposal.
+pub(super) fn reader_ctx(r: &Reader) -> pg_sys::Datum {
+    use toolgate_core::jsonb::Member::{Str, Strs};
+    context::with(|c| {
         crate::jsonb::object(&[
             ("tenant", Str(c.tenant.as_deref())),
             ("actor", Str(c.actor.as_deref())),
@@ -751,29 +236,5 @@ pub fn read(r: &Reader, args: &Value) -> Step<(Value, usize)> {
             ("roles", Strs(&c.roles)),
             ("tool", Str(Some(&r.tool))),
         ])
-    });
-    let mut value = scoped(false, || {
-        invoke(r.reader, "reader", ctx, args, |out| match out {
-            None | Some(Value::Null) => Err(Deny::new(Rule::TargetNotFound)),
-            Some(v) if v.is_object() || v.is_array() => Ok(v),
-            Some(_) => Err(misconfigured("reader", "must return an object or an array")),
-        })
     })
-    .map_err(|(deny, _)| deny)?;
-    // Where the answer names its tenant (the object's, or each element's, "tenant"), it must be
-    // the caller's: a reader that forgot its tenant filter answers as if nothing was found.
-    // A `tenant` that is not text is the gate's tenant id in no form: the reader is misconfigured.
-    let tenant = context::with(|c| c.tenant.clone());
-    fn named(v: &Value) -> Option<Option<&str>> {
-        v.get("tenant").map(Value::as_str)
-    }
-    let mut named_tenants = std::iter::once(&value).chain(value.as_array().into_iter().flatten()).filter_map(named);
-    if let Some(found) = named_tenants.find(|t| *t != tenant.as_deref()) {
-        return Err(match found {
-            Some(_) => Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"})),
-            None => misconfigured("reader", "\"tenant\" must be the gate's tenant id, as text"),
-        });
-    }
-    let marked = r.untrusted.iter().map(|p| toolgate_core::untrusted::mark_at(&mut value, p)).sum();
-    Ok((value, marked))
 }

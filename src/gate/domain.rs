@@ -1,31 +1,54 @@
 //! Steps 4 (the target, scoped to the caller's tenant) and 5 (the domain rules) for any tool: the
-//! target and the value come from the DBA's bound functions (`binding`), reading the ERP's own
-//! tables, never from the arguments; the rules are the policy row's.
+//! target and the value come from the DBA's bound functions (`find` calls the tool's target
+//! function, `value` its value function, each answer judged here), reading the ERP's own tables,
+//! never from the arguments; the rules are the policy row's.
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use toolgate_core::locale::Locale;
+use std::str::FromStr;
+use toolgate_core::locale::{Currency, Locale};
 use toolgate_core::outcome::Rule;
 use toolgate_core::policy;
 use toolgate_core::token::Identity;
 
 use super::authorization::Policy;
-use super::binding::{self, Binding};
+use super::binding::{self, ctx, misconfigured, Binding};
 use super::contract::Checked;
-use super::{Deny, Step};
+use super::scope::{invoke, refusal};
+use super::{consent, Deny, Step};
 use crate::{context, spi};
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.
 pub struct Target {
     pub binding: Binding,
-    pub found: binding::Target,
+    pub found: Found,
+}
+
+/// What the target function found: its id and state in the DBA's own words, and the whole object
+/// (which `value` and `effect` receive in their context).
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub id: String,
+    pub state: Option<String>,
+    pub found: Value,
+}
+
+/// What the value function said: the amount at stake, the account it draws on, what is left
+/// there, and the most this target allows.
+#[derive(Clone, Debug)]
+pub struct Valued {
+    pub amount: Decimal,
+    pub account: Option<String>,
+    pub available: Option<Decimal>,
+    pub limit: Option<Decimal>,
+    pub said: Value,
 }
 
 /// The change a call asks for: its binding, target, value and clean arguments.
 pub struct Intent<'a> {
     pub binding: Binding,
-    pub target: binding::Target,
-    pub valued: Option<binding::Valued>,
+    pub target: Found,
+    pub valued: Option<Valued>,
     pub args: &'a Value,
     /// How the caller's tenant reads the proposal's text and amounts.
     pub locale: Locale,
@@ -52,7 +75,7 @@ impl Intent<'_> {
     /// The text a person must read: target, action, consequence, tenant (and at tier ≥ 2 what
     /// the account has before and after).
     pub fn text(&self, tenant: &str, tier: i32) -> String {
-        binding::text(&self.binding, tenant, &self.locale, self.args, &self.target, self.valued.as_ref(), tier)
+        consent::text(&self.binding, tenant, &self.locale, self.args, &self.target, self.valued.as_ref(), tier)
     }
 }
 
@@ -75,29 +98,24 @@ pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked>
     context::converse(&conversation);
     context::proposal(proposal_id);
     let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
-    let found = binding::target(&binding, who, &args);
-    // Its verdict is step 4's: a refusal here must not undo the steps in between (see `judged`).
-    let refused = binding::forget_refusal();
-    Some(Locked { verdict: found.map(|found| Target { binding, found }), refused })
+    let found = find(&binding, who, &args);
+    // Its verdict is step 4's, given there: a refusal of the function's answer keeps its `undo`
+    // until then, so the steps in between (a proposal no longer live, refused with what it wrote
+    // kept) are not rolled back by it (see `scope::scope`).
+    Some(Locked { verdict: found.map(|found| Target { binding, found }) })
 }
 
-/// What `lock_proposal_target` found, kept for step 4: the verdict, and whether it refused the
-/// function's answer (which rolls the scope back when it is given).
+/// What `lock_proposal_target` found, kept for step 4: the verdict, with the refusal of the
+/// function's answer (`Deny::undo`, which rolls the scope back when it is given).
 pub struct Locked {
     verdict: Step<Target>,
-    refused: bool,
 }
 
-/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (its
-/// refusal of the function's answer remembered, as if the answer came now), or else a lookup now.
+/// Step 4's target of a confirmation: the verdict `lock_proposal_target` had, now given (a
+/// refused answer rolls the scope back, as if it came now), or else a lookup now.
 pub fn judged(locked: Option<Locked>, who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     match locked {
-        Some(Locked { verdict, refused }) => {
-            if refused {
-                binding::remember_refusal();
-            }
-            verdict
-        }
+        Some(Locked { verdict }) => verdict,
         None => target(who, tool, args),
     }
 }
@@ -107,8 +125,76 @@ pub fn judged(locked: Option<Locked>, who: &Identity, tool: &str, args: &Checked
 pub fn target(who: &Identity, tool: &str, args: &Checked) -> Step<Target> {
     let binding =
         binding::of(tool).ok_or_else(|| Deny::because(Rule::ToolMisconfigured, json!({"reason": "unbound"})))?;
-    let found = binding::target(&binding, who, &args.value)?;
+    let found = find(&binding, who, &args.value)?;
     Ok(Target { binding, found })
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// `d` as a JSON number with its exact digits.
+fn json_number(d: Decimal) -> Value {
+    serde_json::from_str(&d.to_string()).expect("a decimal's text is a JSON number")
+}
+
+fn decimal(v: Option<&Value>) -> Option<Decimal> {
+    let text = text_of(v?)?;
+    Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).ok()
+}
+
+/// Step 4's target, found and locked by the DBA's function in the caller's tenant. NULL is
+/// `target_not_found`; so is a target of another tenant, whatever the function did.
+fn find(b: &Binding, who: &Identity, args: &Value) -> Step<Found> {
+    binding::check(b)?;
+    invoke(b.target, "target", ctx(b, args, &[]), args, |out| {
+        let out = refusal("target", out)?;
+        let Some(found) = out.filter(|v| !v.is_null()) else {
+            return Err(Deny::new(Rule::TargetNotFound));
+        };
+        let id = found.get("id").and_then(text_of);
+        let tenant = found.get("tenant").and_then(Value::as_str);
+        match (id, tenant) {
+            (Some(id), Some(tenant)) if tenant == who.tenant => {
+                Ok(Found { id, state: found.get("state").and_then(text_of), found: found.clone() })
+            }
+            (Some(_), Some(_)) => Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"}))),
+            _ => Err(misconfigured("target", "must return an object with \"id\" and \"tenant\"")),
+        }
+    })
+}
+
+/// Step 5's value, when the tool has a value function, in the tenant's `currency`.
+fn value(b: &Binding, args: &Value, target: &Found, currency: &Currency) -> Step<Option<Valued>> {
+    let Some(function) = b.value else { return Ok(None) };
+    let said = invoke(function, "value", ctx(b, args, &[("target", Some(&target.found))]), args, |out| {
+        let said = refusal("value", out)?;
+        let said = said.filter(|v| v.is_object()).ok_or_else(|| misconfigured("value", "must return an object"))?;
+        let exact =
+            decimal(said.get("amount")).ok_or_else(|| misconfigured("value", "\"amount\" must be a decimal"))?;
+        // One rounding, the gate's, to the tenant's currency's minor unit (half away from zero,
+        // as numeric rounds): the person reads this amount, the audit keeps it, and the effect
+        // receives it (ctx->'value'->'amount'), never the finer one the function said.
+        let amount = currency.round(exact);
+        let mut said = said;
+        if amount != exact {
+            said["amount"] = json_number(amount);
+        }
+        let optional = |name: &str| match said.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => decimal(Some(v))
+                .map(Some)
+                .ok_or_else(|| misconfigured("value", format!("\"{name}\" must be a decimal"))),
+        };
+        let available = optional("available")?;
+        let limit = optional("limit")?;
+        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, limit, said })
+    });
+    said.map(Some)
 }
 
 /// An amount as the audit and `explain_call` show it: rounded to the tenant's currency.
@@ -128,7 +214,7 @@ pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target, locale: Loc
             return Err(Deny::because(Rule::StateNotAllowed, json!({"state": found.state, "needs": allowed})));
         }
     }
-    let valued = binding::value(&binding, &args.value, &found, &locale.currency)?;
+    let valued = value(&binding, &args.value, &found, &locale.currency)?;
     if let Some(v) = &valued {
         // Below zero (a credit) or zero only where the tool's definition says so: a schema that
         // forgets `minimum` must not let the model refill the budget it then spends.
