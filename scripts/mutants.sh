@@ -144,7 +144,9 @@ suite_regress() {
     [ "$rc" = 0 ] && return 0
     [ "$rc" = 124 ] && { echo "regress: time-out"; return 124; }
     local names
-    names=$(grep -E '\.\.\. *FAILED|\.\.\. *failed' "$work/regress.out" | sed -E 's/^ *(test )?([^ ]+) .*$/regress:\2/')
+    # PostgreSQL 15's pg_regress prints "test NAME ... FAILED"; 16 and newer print TAP, "not ok N - NAME".
+    names=$({ grep -E '\.\.\. *FAILED|\.\.\. *failed' "$work/regress.out" | sed -E 's/^ *(test )?([^ ]+) .*$/regress:\2/'
+        sed -nE 's/^not ok [0-9]+ +- +([^ ]+).*$/regress:\1/p' "$work/regress.out"; })
     if [ -n "$names" ]; then echo "$names"; else echo "regress: error (exit $rc)"; fi
     return 1
 }
@@ -191,7 +193,7 @@ run_suite() {
     unit) suite_unit ;;
     demo) suite_demo ;;
     regress) suite_regress ;;
-    isolation) suite_script isolation "$t_regress" 's/^ *(test )?([^ ]+) .*\.\.\. *(FAILED|failed).*$/isolation:\2/p' ;;
+    isolation) suite_script isolation "$t_regress" 's/^ *(test )?([^ ]+) .*\.\.\. *(FAILED|failed).*$/isolation:\2/p; s/^not ok [0-9]+ +- +([^ ]+).*$/isolation:\1/p' ;;
     it) suite_it ;;
     load) suite_script load "$t_load" 's/^ *\[BROKEN\] (.*)$/load:\1/p' ;;
     *) echo "$1: no such suite (MUTANTS_SUITES)"; return 1 ;;
