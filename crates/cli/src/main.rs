@@ -216,14 +216,8 @@ enum Command {
     /// For scripts/bench.sh: make COUNT proposals of tenant bench1 and sign a "sim" for each
     /// with DIR/chan-bench1.key into bench.confirmations.
     BenchConfirmations {
-        #[arg(long)]
-        host: String,
-        #[arg(long)]
-        port: u16,
-        #[arg(long)]
-        dbname: String,
-        #[arg(long)]
-        keys: PathBuf,
+        #[command(flatten)]
+        bench: BenchDb,
         #[arg(long)]
         count: i64,
     },
@@ -233,14 +227,8 @@ enum Command {
     /// Exits 2 unless the ERP made one effect per intent, each sent once, and every outbox row is
     /// SUCCEEDED.
     BenchDispatch {
-        #[arg(long)]
-        host: String,
-        #[arg(long)]
-        port: u16,
-        #[arg(long)]
-        dbname: String,
-        #[arg(long)]
-        keys: PathBuf,
+        #[command(flatten)]
+        bench: BenchDb,
         #[arg(long)]
         intents: i64,
         #[arg(long, default_value_t = 32)]
@@ -248,6 +236,20 @@ enum Command {
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
     },
+}
+
+/// The benchmark's database and its key directory (`bench-confirmations`, `bench-dispatch`).
+#[derive(Args)]
+struct BenchDb {
+    #[arg(long)]
+    host: String,
+    #[arg(long)]
+    port: u16,
+    #[arg(long)]
+    dbname: String,
+    /// The directory of bench1's keys (scripts/bench.sh's).
+    #[arg(long)]
+    keys: PathBuf,
 }
 
 /// What the person answered to a proposal, and the channel key that signs it (`confirmation`,
@@ -417,7 +419,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
-        Command::BenchConfirmations { host, port, dbname, keys: dir, count } => {
+        Command::BenchConfirmations { bench: BenchDb { host, port, dbname, keys: dir }, count } => {
             let identity =
                 keys::identity(&keys::load(&dir, "idp-bench1")?, "bench-user", "bench1", "supervisor", 6 * 3600);
             let channel = keys::load(&dir, "chan-bench1")?;
@@ -427,7 +429,12 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 bench::confirmations(&db, &identity, &channel, count).await
             })?;
         }
-        Command::BenchDispatch { host, port, dbname, keys: keys_dir, intents, batch, concurrency } => {
+        Command::BenchDispatch {
+            bench: BenchDb { host, port, dbname, keys: keys_dir },
+            intents,
+            batch,
+            concurrency,
+        } => {
             let run =
                 bench::DispatchRun { server: Server { host, port }, dbname, keys_dir, intents, batch, concurrency };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
