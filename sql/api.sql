@@ -59,6 +59,11 @@ CREATE FUNCTION toolgate.add_tenant(tenant_id text, name text) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$ INSERT INTO toolgate.tenants (tenant_id, name) VALUES (tenant_id, name) $$;
 
+-- A tenant's locale is what the gate can read: the same check as set_tenant_locale's, raising its
+-- reason, for a row written any other way.
+ALTER TABLE toolgate.tenants ADD CONSTRAINT tenants_locale_check
+    CHECK (toolgate.check_locale(language, currency, money_format, minor_unit) = minor_unit);
+
 -- How a tenant reads what the gate writes for a person: the language of the proposal's sentences
 -- and of the words that consent ('pt', 'en', 'es'), the currency (ISO 4217) and how 1234.56 is
 -- written in it; minor_unit is ISO 4217's for the codes the gate lists (give it for another). A
