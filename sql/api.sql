@@ -26,30 +26,31 @@ COMMENT ON FUNCTION toolgate.confirm(text, text) IS
 
 -- Backends cache the configuration rows every call reads (keys, issuers, tools, their schemas and
 -- bindings, policy rows, switches) until told they changed: any write to those tables, by
--- anyone, tells them.
+-- anyone, tells them. Each trigger names its table: on a Citus node the trigger fires on a shard
+-- of the table (another relation), and the backends there watch the table.
 CREATE FUNCTION toolgate.config_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
 BEGIN
-    PERFORM toolgate.signal_config_change(TG_RELID);
+    PERFORM toolgate.signal_config_change(pg_catalog.format('toolgate.%I', TG_ARGV[0])::pg_catalog.regclass);
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER tenants_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tenants');
 CREATE TRIGGER keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.keys
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('keys');
 CREATE TRIGGER issuers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.issuers
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('issuers');
 CREATE TRIGGER tenant_issuers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenant_issuers
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tenant_issuers');
 CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tools
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tools');
 CREATE TRIGGER tool_schemas_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_schemas
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tool_schemas');
 CREATE TRIGGER policies_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.policies
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('policies');
 CREATE TRIGGER write_switches_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.write_switches
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('write_switches');
 
 ------------------------------------------------------------------------------------------------
 -- DBA surface (docs/architecture.md §4): tenants, keys, tool schemas, policy, kill switch, dry runs.

@@ -51,8 +51,10 @@ END
 $roles$;
 
 -- Every timestamp in a reply: ISO 8601 in UTC, whatever the session's DateStyle and TimeZone.
+-- IMMUTABLE although to_char is not: the zone is fixed and the format has no field a setting or
+-- the locale changes (Citus refuses a function that is not in an INSERT's RETURNING).
 CREATE FUNCTION toolgate.iso_utc(ts timestamptz) RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN pg_catalog.to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
 
 ------------------------------------------------------------------------------------------------
@@ -213,8 +215,11 @@ CREATE TABLE toolgate.ledger (
     CHECK ((state = 'settled') = (reply IS NOT NULL))
 );
 
+-- The tenant leads every key of the tables a call writes (ledger, proposals, conversations,
+-- quota_usage, audit, outbox), and every statement the gate runs on them names the tenant: a
+-- tenant's rows can be kept together, on one node of a cluster (docs/scale-out.md).
 CREATE TABLE toolgate.proposals (
-    proposal_id     uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
+    proposal_id     uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
     tenant_id       text NOT NULL,
     conversation_id text NOT NULL,
     actor           text NOT NULL,
@@ -245,6 +250,7 @@ CREATE TABLE toolgate.proposals (
     -- amount; NULL: a proposal made before 0.2.0 (Portuguese, reais).
     language        text,
     currency        text,
+    PRIMARY KEY (tenant_id, proposal_id),
     CHECK ((tier = 3) = (challenge IS NOT NULL))
 );
 -- One live proposal per conversation: a new one supersedes the old.
@@ -276,10 +282,11 @@ CREATE TABLE toolgate.quota_usage (
 ------------------------------------------------------------------------------------------------
 
 CREATE TABLE toolgate.audit (
-    audit_id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    audit_id        bigint GENERATED ALWAYS AS IDENTITY,
     at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     kind            text NOT NULL CHECK (kind IN ('call', 'confirm', 'read', 'dispatch')),
-    tenant_id       text,
+    -- '(unverified)' for a call whose identity was not verified: never a tenant id.
+    tenant_id       text NOT NULL,
     conversation_id text,
     actor           text,
     role            text,
@@ -295,7 +302,8 @@ CREATE TABLE toolgate.audit (
     args_hmac       text,
     schema_version  integer,
     policy_version  integer,
-    duration_us     bigint NOT NULL
+    duration_us     bigint NOT NULL,
+    PRIMARY KEY (tenant_id, audit_id)
 );
 CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
 

@@ -95,7 +95,7 @@ ALTER TABLE toolgate.tenants
     ADD COLUMN minor_unit   smallint NOT NULL DEFAULT 2,
     ADD COLUMN money_format text NOT NULL DEFAULT 'R$ 1.234,56';
 CREATE TRIGGER tenants_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tenants
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tenants');
 CREATE FUNCTION toolgate.check_locale(language text, currency text, money_format text, minor_unit integer)
 RETURNS integer IMMUTABLE PARALLEL SAFE LANGUAGE c
 AS 'pg_toolgate-@CARGO_VERSION@', 'check_locale_wrapper';
@@ -676,13 +676,16 @@ BEGIN
     WITH closed AS (
         UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
          WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
-        RETURNING tenant_id, order_id)
-    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-    SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-      FROM closed
-    RETURNING jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
-                                 'summary', 'Close of work order ' || order_id || ' requested (ERP request '
-                                            || request_id || ').')
+        RETURNING tenant_id, order_id
+    ), requested AS (
+        INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+        SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+          FROM closed
+        RETURNING order_id, request_id)
+    SELECT jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
+                              'summary', 'Close of work order ' || order_id || ' requested (ERP request '
+                                         || request_id || ').')
+      FROM requested
     INTO result;
     RETURN result;
 END
@@ -742,18 +745,21 @@ BEGIN
         UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
          WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after)
-    INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
-                                       requested_by, idempotency_key, proposal_id)
-    SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-           (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-           cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-      FROM charged
-    RETURNING jsonb_build_object('purchase_id', purchase_id, 'order_id', order_id, 'part_id', part_id,
-                                 'quantity', quantity, 'unit_price', unit_price::text, 'total', total::text,
-                                 'cost_center', cost_center, 'budget_left', (SELECT left_after FROM charged)::text,
-                                 'summary', 'Purchase ' || purchase_id || ' recorded: ' || quantity || ' × '
-                                            || part_id || ' for work order ' || order_id || '.')
+        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after
+    ), bought AS (
+        INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
+                                           requested_by, idempotency_key, proposal_id)
+        SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+               (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+               cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+          FROM charged
+        RETURNING purchase_id, order_id, part_id, quantity, unit_price, total, cost_center)
+    SELECT jsonb_build_object('purchase_id', b.purchase_id, 'order_id', b.order_id, 'part_id', b.part_id,
+                              'quantity', b.quantity, 'unit_price', b.unit_price::text, 'total', b.total::text,
+                              'cost_center', b.cost_center, 'budget_left', c.left_after::text,
+                              'summary', 'Purchase ' || b.purchase_id || ' recorded: ' || b.quantity || ' × '
+                                         || b.part_id || ' for work order ' || b.order_id || '.')
+      FROM bought b, charged c
     INTO result;
     RETURN result;
 END
@@ -2248,3 +2254,41 @@ COMMENT ON FUNCTION toolgate.binding_report(text) IS
 REVOKE ALL ON FUNCTION toolgate.binding_code(pg_catalog.regprocedure), toolgate.binding_relations(pg_catalog.regprocedure),
                       toolgate.binding_report(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.binding_report(text) TO toolgate_admin;
+
+------------------------------------------------------------------------------------------------
+-- 6. Keys a cluster can distribute by tenant (docs/scale-out.md): the tenant leads the primary
+--    keys of proposals and audit, an unverified call is audited under '(unverified)' instead of
+--    NULL, iso_utc is IMMUTABLE (Citus refuses anything else in an INSERT's RETURNING), and each
+--    configuration trigger names its table (on a Citus node it fires on a shard, another relation).
+------------------------------------------------------------------------------------------------
+
+ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_pkey;
+ALTER TABLE toolgate.proposals ADD PRIMARY KEY (tenant_id, proposal_id);
+-- The audit is append-only; its trigger is set aside for this one rewrite of unverified rows.
+ALTER TABLE toolgate.audit DISABLE TRIGGER audit_no_update_or_delete;
+UPDATE toolgate.audit SET tenant_id = '(unverified)' WHERE tenant_id IS NULL;
+ALTER TABLE toolgate.audit ENABLE TRIGGER audit_no_update_or_delete;
+ALTER TABLE toolgate.audit ALTER COLUMN tenant_id SET NOT NULL;
+ALTER TABLE toolgate.audit DROP CONSTRAINT audit_pkey;
+ALTER TABLE toolgate.audit ADD PRIMARY KEY (tenant_id, audit_id);
+ALTER FUNCTION toolgate.iso_utc(timestamptz) IMMUTABLE;
+
+CREATE OR REPLACE FUNCTION toolgate.config_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
+BEGIN
+    PERFORM toolgate.signal_config_change(pg_catalog.format('toolgate.%I', TG_ARGV[0])::pg_catalog.regclass);
+    RETURN NULL;
+END
+$$;
+DO $triggers$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas', 'tool_bindings', 'policies',
+                             'write_switches'] LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON toolgate.%I', t || '_changed', t);
+        EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed(%L)', t || '_changed', t, t);
+    END LOOP;
+END
+$triggers$;

@@ -68,7 +68,7 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.tool_history_history_id_seq', '');
 
 CREATE TRIGGER tool_bindings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.tool_bindings
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('tool_bindings');
 
 -- The schema names of a search_path setting as a function's proconfig keeps it ('pg_catalog,
 -- shop, pg_temp', '"My Shop", pg_temp'), each as PostgreSQL reads it: a quoted name unquoted, any

@@ -41,6 +41,10 @@ pub struct Verdict {
     pub detail: Value,
 }
 
+/// The audit's tenant for a call whose identity was not verified: never a tenant id (those match
+/// `^[a-z0-9][a-z0-9._-]{0,62}$`), and never NULL, so the audit can be distributed by tenant.
+pub const UNVERIFIED_TENANT: &str = "(unverified)";
+
 /// What the audit row will say, filled in as the gate learns it.
 pub struct Audit {
     kind: &'static str,
@@ -160,7 +164,7 @@ impl Audit {
              $14, $15, $16)",
             &[
                 self.kind.into(),
-                self.tenant.clone().into(),
+                self.tenant.as_deref().unwrap_or(UNVERIFIED_TENANT).into(),
                 self.conversation.clone().into(),
                 self.actor.clone().into(),
                 self.role.clone().into(),

@@ -153,13 +153,16 @@ BEGIN
     WITH closed AS (
         UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
          WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
-        RETURNING tenant_id, order_id)
-    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-    SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-      FROM closed
-    RETURNING jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
-                                 'summary', 'Close of work order ' || order_id || ' requested (ERP request '
-                                            || request_id || ').')
+        RETURNING tenant_id, order_id
+    ), requested AS (
+        INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+        SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+          FROM closed
+        RETURNING order_id, request_id)
+    SELECT jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
+                              'summary', 'Close of work order ' || order_id || ' requested (ERP request '
+                                         || request_id || ').')
+      FROM requested
     INTO result;
     RETURN result;
 END
@@ -219,18 +222,21 @@ BEGIN
         UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
          WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after)
-    INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
-                                       requested_by, idempotency_key, proposal_id)
-    SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-           (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-           cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-      FROM charged
-    RETURNING jsonb_build_object('purchase_id', purchase_id, 'order_id', order_id, 'part_id', part_id,
-                                 'quantity', quantity, 'unit_price', unit_price::text, 'total', total::text,
-                                 'cost_center', cost_center, 'budget_left', (SELECT left_after FROM charged)::text,
-                                 'summary', 'Purchase ' || purchase_id || ' recorded: ' || quantity || ' × '
-                                            || part_id || ' for work order ' || order_id || '.')
+        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after
+    ), bought AS (
+        INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
+                                           requested_by, idempotency_key, proposal_id)
+        SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+               (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+               cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
+          FROM charged
+        RETURNING purchase_id, order_id, part_id, quantity, unit_price, total, cost_center)
+    SELECT jsonb_build_object('purchase_id', b.purchase_id, 'order_id', b.order_id, 'part_id', b.part_id,
+                              'quantity', b.quantity, 'unit_price', b.unit_price::text, 'total', b.total::text,
+                              'cost_center', b.cost_center, 'budget_left', c.left_after::text,
+                              'summary', 'Purchase ' || b.purchase_id || ' recorded: ' || b.quantity || ' × '
+                                         || b.part_id || ' for work order ' || b.order_id || '.')
+      FROM bought b, charged c
     INTO result;
     RETURN result;
 END

@@ -135,9 +135,11 @@ $$;
 CREATE FUNCTION refunds.cancelar_assinatura(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    UPDATE refunds.assinaturas a SET status = 'cancelada'
-     WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = args->>'assinatura_id' AND a.status = 'ativa'
-    RETURNING jsonb_build_object('assinatura_id', a.assinatura_id, 'status', a.status)
+    WITH cancelada AS (
+        UPDATE refunds.assinaturas a SET status = 'cancelada'
+         WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = args->>'assinatura_id' AND a.status = 'ativa'
+        RETURNING a.assinatura_id, a.status)
+    SELECT jsonb_build_object('assinatura_id', c.assinatura_id, 'status', c.status) FROM cancelada c
 $$;
 
 -- consultar_pedido, a read tool: the order as the agent may see it. The customer's note is

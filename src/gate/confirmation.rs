@@ -85,6 +85,7 @@ pub fn propose(
 /// A proposal as `confirm` finds it, locked.
 pub struct Stored {
     pub id: String,
+    pub tenant: String,
     pub conversation: String,
     pub actor: String,
     pub tool: String,
@@ -138,6 +139,7 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
             let args: String = spi::col(r, 6)?;
             Ok(Stored {
                 id: spi::col(r, 1)?,
+                tenant: who.tenant.clone(),
                 conversation: spi::col(r, 2)?,
                 actor: spi::col(r, 3)?,
                 tool: spi::col(r, 4)?,
@@ -265,8 +267,8 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
 pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = pg_catalog.clock_timestamp() \
-         WHERE proposal_id = $1::uuid",
-        &[p.id.clone().into(), status.into()],
+         WHERE tenant_id = $3 AND proposal_id = $1::uuid",
+        &[p.id.clone().into(), status.into(), p.tenant.clone().into()],
     );
 }
 

@@ -69,7 +69,7 @@ fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
         if lock {
             "SELECT l.args_digest, l.state, l.reply::text, l.actor, p.proposal_id::text, p.text, p.tier, \
              toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp()) \
-             FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.proposal_id = l.proposal_id \
+             FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.tenant_id = l.tenant_id AND p.proposal_id = l.proposal_id \
              WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l"
         } else {
             "SELECT args_digest, state, reply::text, actor FROM toolgate.ledger \

@@ -16,7 +16,7 @@ pub fn consume(tenant: &str, conversation: &str, tool: &str, limit: Option<i32>)
         spi::one(
             "INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used) \
              VALUES ($1, $2, $3, 1) ON CONFLICT (tenant_id, conversation_id, tool) \
-             DO UPDATE SET used = q.used + 1, updated_at = pg_catalog.now() WHERE q.used < $4 \
+             DO UPDATE SET used = q.used + 1, updated_at = excluded.updated_at WHERE q.used < $4 \
              RETURNING used",
             &[tenant.into(), conversation.into(), tool.into(), limit.into()],
             |r| spi::col::<i32>(r, 1),
