@@ -18,7 +18,10 @@
 #  11. the upgrade test (scripts/upgrade-test.sh): 0.1.0 built, filled, updated to this tree's
 #      version, its rows, calls and catalogue checked against a fresh install
 # and once, on PostgreSQL 15:
-#  12. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
+#  12. the scale-out suite (scripts/citus.sh): Citus built from its source (../shared/citus) unless
+#      installed, a coordinator and two workers, both examples distributed by tenant, the
+#      scenarios of pg_test/citus/
+#  13. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
 # Prints each version's time; exits non-zero on the first suite that fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
@@ -27,10 +30,10 @@ read -r -a versions <<<"${TOOLGATE_PG_VERSIONS:-$PG_VERSIONS}"
 toolgate_cli
 make_work
 
-step "1/12 lint (scripts/lint.sh)"
+step "1/13 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/12 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-fake-erp)"
+step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-fake-erp)"
 cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-fake-erp
 
 # suites MAJOR: steps 3 to 11 on PostgreSQL MAJOR, each on its own cluster (its port the first
@@ -40,7 +43,7 @@ suites() {
     pg_version "$v"
     dir=$work/pg$v
 
-    step "3/12 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
+    step "3/13 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
     mkdir -p "$work/pgrx-data-$v"
     chown postgres: "$work/pgrx-data-$v"
     # The filter keeps the client integration tests (step 6, which need a running server) out.
@@ -48,7 +51,7 @@ suites() {
     # That installed a build with the test schema in it; put the real one back.
     scripts/install-extension.sh
 
-    step "4/12 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
+    step "4/13 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
     throwaway_cluster "pg$v" "${TOOLGATE_TEST_PORT:-54401}"
     export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys-$v" TOOLGATE_MINT="$root/pg_test/mint"
     mkdir -p "$work/regress-$v"
@@ -58,40 +61,52 @@ suites() {
         exit 1
     fi
 
-    step "5/12 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
+    step "5/13 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/isolation.sh
 
-    step "6/12 [PostgreSQL $v] client integration tests (tests/)"
+    step "6/13 [PostgreSQL $v] client integration tests (tests/)"
     TOOLGATE_TEST_HOST="$dir/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it-$v" \
     TOOLGATE_TEST_LOG="$dir/server.log" cargo test --quiet -p pg_toolgate --test '*'
 
-    step "7/12 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
+    step "7/13 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
     scripts/mcp-evals.sh
 
     if [ "$v" -ge 16 ]; then
-        step "8/12 [PostgreSQL $v] the walkthroughs (README, docs/identity.md), as written, twice (scripts/walkthroughs.sh)"
+        step "8/13 [PostgreSQL $v] the walkthroughs (README, docs/identity.md), as written, twice (scripts/walkthroughs.sh)"
         scripts/walkthroughs.sh
     fi
 
-    step "9/12 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
+    step "9/13 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/load.sh
     # The next version's cluster may take the port; this one is done.
     cluster_stop "$dir"
 
-    step "10/12 [PostgreSQL $v] benchmark smoke run (scripts/bench.sh --smoke)"
+    step "10/13 [PostgreSQL $v] benchmark smoke run (scripts/bench.sh --smoke)"
     scripts/bench.sh --smoke
 
-    step "11/12 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
+    step "11/13 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
     # A private PostgreSQL copy; 0.1.0 in its own target directory (target/upgrade), this tree's
     # build the one the steps above made.
     scripts/upgrade-test.sh "$v"
 
     timings+=("PostgreSQL $v: steps 3-11 in $((SECONDS - started)) s")
+
+    if [ "$v" = "$PG_DEBIAN" ]; then
+        step "12/13 [PostgreSQL $v] the scale-out suite on Citus (scripts/citus.sh)"
+        started=$SECONDS
+        rc=0
+        scripts/citus.sh || rc=$?
+        case $rc in
+        0) timings+=("Citus (PostgreSQL $v): step 12 in $((SECONDS - started)) s") ;;
+        3) timings+=("Citus: NOT RUN, no Citus source and none installed (scripts/citus.sh)") ;;
+        *) exit "$rc" ;;
+        esac
+    fi
 }
 timings=()
 for v in "${versions[@]}"; do suites "$v"; done
 
-step "12/12 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
+step "12/13 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
 # Its own target directory and a private PostgreSQL copy: the system's install is not touched.
 pg_version "$PG_DEBIAN"
 scripts/mutants.sh --ci

@@ -18,11 +18,18 @@ BEGIN
         LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
         AS %L, 'confirm_wrapper'
     $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_confirm(tenant text, identity text, confirmation text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_confirm_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
 END
 $create$;
 
 COMMENT ON FUNCTION toolgate.confirm(text, text) IS
     'Apply or decline a proposal with a channel-signed confirmation token.';
+COMMENT ON FUNCTION toolgate.tenant_confirm(text, text, text) IS
+    'toolgate.confirm routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
 
 -- Backends cache the configuration rows every call reads (keys, issuers, tools, their schemas and
 -- bindings, policy rows, switches) until told they changed: any write to those tables, by
@@ -417,7 +424,7 @@ BEGIN
     INSERT INTO toolgate.write_switches AS w (scope, enabled, changed_by)
     VALUES (scope, enabled, who)
     ON CONFLICT ON CONSTRAINT write_switches_pkey DO UPDATE SET
-        enabled = excluded.enabled, changed_at = pg_catalog.now(), changed_by = excluded.changed_by;
+        enabled = excluded.enabled, changed_at = excluded.changed_at, changed_by = excluded.changed_by;
 END
 $$;
 

@@ -16,6 +16,9 @@ GRANT EXECUTE ON FUNCTION
     toolgate.confirm(text, text),
     toolgate.call(text, text, text, jsonb),
     toolgate.read(text, text, jsonb),
+    toolgate.tenant_call(text, text, text, text, jsonb),
+    toolgate.tenant_confirm(text, text, text),
+    toolgate.tenant_read(text, text, text, jsonb),
     toolgate.tools(text),
     toolgate.authorization_servers()
 TO toolgate_agent;

@@ -164,7 +164,7 @@ BEGIN
             add_erp_endpoint.per_second, add_erp_endpoint.per_minute, toolgate.caller())
     ON CONFLICT ON CONSTRAINT erp_endpoints_pkey DO UPDATE SET
         base_url = excluded.base_url, auth_kind = excluded.auth_kind, per_second = excluded.per_second,
-        per_minute = excluded.per_minute, defined_at = pg_catalog.now(), defined_by = excluded.defined_by;
+        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by;
 END
 $$;
 COMMENT ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer) IS
@@ -226,7 +226,7 @@ BEGIN
         target = excluded.target, value = excluded.value, effect = NULL, request = excluded.request,
         finish = excluded.finish, endpoint = excluded.endpoint, consent = excluded.consent,
         target_states = excluded.target_states, amounts = excluded.amounts,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,

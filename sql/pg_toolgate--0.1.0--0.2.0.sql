@@ -433,7 +433,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
         target_states = excluded.target_states, amounts = excluded.amounts,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,
@@ -489,7 +489,7 @@ BEGIN
     VALUES (tool, 'read', reader::text, untrusted, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         reader = excluded.reader, untrusted = excluded.untrusted,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,
@@ -628,6 +628,9 @@ ALTER TABLE maintenance.parts OWNER TO maintenance_owner;
 ALTER TABLE maintenance.cost_centers OWNER TO maintenance_owner;
 ALTER TABLE maintenance.purchases OWNER TO maintenance_owner;
 ALTER TABLE maintenance.close_requests OWNER TO maintenance_owner;
+-- The tenant leads every key, as in the example (a cluster can distribute them by tenant).
+ALTER TABLE maintenance.purchases DROP CONSTRAINT purchases_pkey, ADD PRIMARY KEY (tenant_id, purchase_id);
+ALTER TABLE maintenance.close_requests DROP CONSTRAINT close_requests_pkey, ADD PRIMARY KEY (tenant_id, request_id);
 
 -- The tenant a second time: even the owner's own functions see only the rows of the tenant the
 -- gate verified for the call in progress (and none outside a call).
@@ -663,31 +666,29 @@ BEGIN
 END
 $$;
 
--- request_close's effect, in one statement: the order's new status, only if it is still open and
--- inspected, and the close request for the order it closed (none if it moved: NULL, and the gate
--- answers state_not_allowed). An error leaves nothing of it: the gate runs its bound functions in
--- a subtransaction.
+-- request_close's effect: the order's new status, only if it is still open and inspected, then the
+-- close request for the order it closed (none if it moved: NULL, and the gate answers
+-- state_not_allowed). An error leaves nothing of it: the gate runs its bound functions in a
+-- subtransaction. Each statement names the tenant and returns plain columns: on a Citus cluster
+-- each runs on the tenant's node, in the call's backend (docs/scale-out.md).
 CREATE FUNCTION maintenance.close_order(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    closed text;
+    request uuid;
 BEGIN
-    WITH closed AS (
-        UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
-         WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
-        RETURNING tenant_id, order_id
-    ), requested AS (
-        INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-        SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-          FROM closed
-        RETURNING order_id, request_id)
-    SELECT jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
-                              'summary', 'Close of work order ' || order_id || ' requested (ERP request '
-                                         || request_id || ').')
-      FROM requested
-    INTO result;
-    RETURN result;
+    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
+     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
+    RETURNING order_id INTO closed;
+    IF closed IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', closed, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
+    RETURNING request_id INTO request;
+    RETURN jsonb_build_object('order_id', closed, 'status', 'close_requested', 'request_id', request,
+                              'summary', 'Close of work order ' || closed || ' requested (ERP request ' || request || ').');
 END
 $$;
 
@@ -732,36 +733,34 @@ BEGIN
 END
 $$;
 
--- Its effect, in one statement: charge the total the person consented to, taking the amount only
--- if the budget still has it (parallel purchases never overspend, and `spent <= budget` holds in
--- the table too; NULL when it no longer does), and record the purchase it paid for.
+-- Its effect: charge the total the person consented to, taking the amount only if the budget still
+-- has it, in one statement (parallel purchases never overspend, and `spent <= budget` holds in the
+-- table too; NULL when it no longer does), then record the purchase it paid for.
 CREATE FUNCTION maintenance.buy_part(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    left_after numeric;
+    p maintenance.purchases;
 BEGIN
-    WITH charged AS (
-        UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
-         WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
+    UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
+     WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after
-    ), bought AS (
-        INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
-                                           requested_by, idempotency_key, proposal_id)
-        SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-               (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-               cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-          FROM charged
-        RETURNING purchase_id, order_id, part_id, quantity, unit_price, total, cost_center)
-    SELECT jsonb_build_object('purchase_id', b.purchase_id, 'order_id', b.order_id, 'part_id', b.part_id,
-                              'quantity', b.quantity, 'unit_price', b.unit_price::text, 'total', b.total::text,
-                              'cost_center', b.cost_center, 'budget_left', c.left_after::text,
-                              'summary', 'Purchase ' || b.purchase_id || ' recorded: ' || b.quantity || ' × '
-                                         || b.part_id || ' for work order ' || b.order_id || '.')
-      FROM bought b, charged c
-    INTO result;
-    RETURN result;
+    RETURNING c.budget - c.spent INTO left_after;
+    IF left_after IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
+                                       requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+            (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+            args->>'cost_center', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
+    RETURNING * INTO p;
+    RETURN jsonb_build_object('purchase_id', p.purchase_id, 'order_id', p.order_id, 'part_id', p.part_id,
+                              'quantity', p.quantity, 'unit_price', p.unit_price::text, 'total', p.total::text,
+                              'cost_center', p.cost_center, 'budget_left', left_after::text,
+                              'summary', 'Purchase ' || p.purchase_id || ' recorded: ' || p.quantity || ' × '
+                                         || p.part_id || ' for work order ' || p.order_id || '.');
 END
 $$;
 
@@ -1574,7 +1573,7 @@ BEGIN
             add_erp_endpoint.per_second, add_erp_endpoint.per_minute, toolgate.caller())
     ON CONFLICT ON CONSTRAINT erp_endpoints_pkey DO UPDATE SET
         base_url = excluded.base_url, auth_kind = excluded.auth_kind, per_second = excluded.per_second,
-        per_minute = excluded.per_minute, defined_at = pg_catalog.now(), defined_by = excluded.defined_by;
+        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by;
 END
 $$;
 COMMENT ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer) IS
@@ -1636,7 +1635,7 @@ BEGIN
         target = excluded.target, value = excluded.value, effect = NULL, request = excluded.request,
         finish = excluded.finish, endpoint = excluded.endpoint, consent = excluded.consent,
         target_states = excluded.target_states, amounts = excluded.amounts,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,
@@ -2273,6 +2272,35 @@ ALTER TABLE toolgate.audit DROP CONSTRAINT audit_pkey;
 ALTER TABLE toolgate.audit ADD PRIMARY KEY (tenant_id, audit_id);
 ALTER FUNCTION toolgate.iso_utc(timestamptz) IMMUTABLE;
 
+-- The kill switch's time from the row it inserts (Citus refuses now() in DO UPDATE SET).
+CREATE OR REPLACE FUNCTION toolgate.set_writes_enabled(enabled boolean, tool text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    scope text := coalesce(tool, '*');
+BEGIN
+    IF enabled IS NULL THEN
+        RAISE EXCEPTION 'enabled must be true or false' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF tool IS NOT NULL AND NOT EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = set_writes_enabled.tool) THEN
+        RAISE EXCEPTION 'unknown tool %', tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enabled AND NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE') THEN
+        RAISE EXCEPTION 'only toolgate_admin may turn writes on' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE')
+       AND NOT pg_catalog.pg_has_role(who, 'toolgate_operator', 'USAGE') THEN
+        RAISE EXCEPTION 'only toolgate_operator or toolgate_admin may turn writes off'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    INSERT INTO toolgate.write_switches AS w (scope, enabled, changed_by)
+    VALUES (scope, enabled, who)
+    ON CONFLICT ON CONSTRAINT write_switches_pkey DO UPDATE SET
+        enabled = excluded.enabled, changed_at = excluded.changed_at, changed_by = excluded.changed_by;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION toolgate.config_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, toolgate, pg_temp AS $$
 BEGIN
@@ -2292,3 +2320,142 @@ BEGIN
     END LOOP;
 END
 $triggers$;
+
+-- call, confirm and read routed by the tenant (a Citus cluster runs them on the tenant's node).
+CREATE FUNCTION toolgate.tenant_call(tenant text, identity text, conversation_id text, tool text, args jsonb)
+RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'pg_toolgate-@CARGO_VERSION@', 'tenant_call_wrapper';
+CREATE FUNCTION toolgate.tenant_read(tenant text, identity text, tool text, args jsonb) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'pg_toolgate-@CARGO_VERSION@', 'tenant_read_wrapper';
+CREATE FUNCTION toolgate.tenant_confirm(tenant text, identity text, confirmation text) RETURNS jsonb
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS 'pg_toolgate-@CARGO_VERSION@', 'tenant_confirm_wrapper';
+COMMENT ON FUNCTION toolgate.tenant_call(text, text, text, text, jsonb) IS
+    'toolgate.call routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.tenant_read(text, text, text, jsonb) IS
+    'toolgate.read routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.tenant_confirm(text, text, text) IS
+    'toolgate.confirm routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+REVOKE ALL ON FUNCTION toolgate.tenant_call(text, text, text, text, jsonb), toolgate.tenant_read(text, text, text, jsonb),
+                      toolgate.tenant_confirm(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.tenant_call(text, text, text, text, jsonb), toolgate.tenant_read(text, text, text, jsonb),
+                          toolgate.tenant_confirm(text, text, text) TO toolgate_agent;
+
+-- toolgate.distribute(): the layout of a Citus cluster (sql/citus.sql).
+CREATE FUNCTION toolgate.distribute(erp_tables regclass[] DEFAULT '{}') RETURNS TABLE (object text, layout text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
+                                       'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
+                                       'policy_history', 'tool_history', 'write_switches', 'audit_key',
+                                       'administrators'];
+    tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox'];
+    entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
+                                          'toolgate.tenant_read(text,text,text,jsonb)',
+                                          'toolgate.tenant_confirm(text,text,text)'];
+    t text;
+    erp regclass;
+    fk record;
+    fks text[] := '{}';
+    fn text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'toolgate.distribute needs Citus: CREATE EXTENSION citus, and add the workers, first'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT citus_is_coordinator() THEN
+        RAISE EXCEPTION 'toolgate.distribute runs on the Citus coordinator'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT toolgate.administers(session_user) THEN
+        RAISE EXCEPTION 'only an administrator of this database may distribute pg_toolgate'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The configuration's triggers (administrators only; tell backends a row changed) run on each
+    -- node's copy: what Citus calls unsafe triggers, here on purpose.
+    SET LOCAL citus.enable_unsafe_triggers = on;
+    -- Functions are distributed in the same transaction as tables: one connection per node.
+    SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+
+    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'toolgate.tenants'::regclass) THEN
+        -- Citus turns a table referenced by a foreign key into a Citus table only with the whole
+        -- graph at once, which it cannot do for an extension's tables: the keys between the
+        -- configuration tables are set aside (here and on the workers, where CREATE EXTENSION made
+        -- them too) and made again between the reference tables.
+        FOR fk IN SELECT c.conrelid::regclass AS rel, c.conname, pg_get_constraintdef(c.oid) AS def
+                    FROM pg_constraint c
+                   WHERE c.contype = 'f' AND c.connamespace = 'toolgate'::regnamespace
+                   ORDER BY c.conrelid::regclass::text, c.conname LOOP
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.rel, fk.conname);
+            PERFORM run_command_on_workers(format('ALTER TABLE %s DROP CONSTRAINT %I', fk.rel, fk.conname));
+            fks := fks || format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk.rel, fk.conname, fk.def);
+        END LOOP;
+        FOREACH t IN ARRAY reference LOOP
+            PERFORM create_reference_table(format('toolgate.%I', t)::regclass);
+        END LOOP;
+        FOREACH t IN ARRAY fks LOOP
+            EXECUTE t;
+        END LOOP;
+    END IF;
+    FOREACH t IN ARRAY reference LOOP
+        object := 'toolgate.' || t; layout := 'reference';
+        RETURN NEXT;
+    END LOOP;
+
+    FOREACH t IN ARRAY tenant_tables LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = format('toolgate.%I', t)::regclass) THEN
+            IF t = 'ledger' THEN
+                PERFORM create_distributed_table('toolgate.ledger', 'tenant_id');
+            ELSE
+                PERFORM create_distributed_table(format('toolgate.%I', t)::regclass, 'tenant_id',
+                                                 colocate_with => 'toolgate.ledger');
+            END IF;
+        END IF;
+        object := 'toolgate.' || t; layout := 'distributed by tenant_id';
+        RETURN NEXT;
+    END LOOP;
+
+    FOREACH erp IN ARRAY erp_tables LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = erp) THEN
+            PERFORM create_distributed_table(erp, 'tenant_id', colocate_with => 'toolgate.ledger');
+        END IF;
+        object := erp::text; layout := 'distributed by tenant_id';
+        RETURN NEXT;
+    END LOOP;
+
+    -- The audit's ids: each node's sequence from a range of its own (its group id × 2^48), so an
+    -- id drawn on a worker running a delegated call never collides with another node's.
+    PERFORM run_command_on_all_nodes(
+        'SELECT pg_catalog.setval(''toolgate.audit_audit_id_seq'', '
+        'greatest(pg_catalog.nextval(''toolgate.audit_audit_id_seq''), '
+        '(SELECT groupid::bigint << 48 FROM pg_catalog.pg_dist_local_group) + 1))');
+
+    FOREACH fn IN ARRAY entry_points LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure
+                                                      AND o.distribution_argument_index IS NOT NULL) THEN
+            PERFORM create_distributed_function(fn::regprocedure, distribution_arg_name => 'tenant',
+                                               colocate_with => 'toolgate.ledger');
+        END IF;
+        object := fn; layout := 'delegated by tenant';
+        RETURN NEXT;
+    END LOOP;
+
+    -- Every bound function on every node (a delegated call runs them there).
+    FOR fn IN SELECT DISTINCT f FROM toolgate.tool_bindings b,
+                  LATERAL unnest(ARRAY[b.target, b.value, b.effect, b.reader, b.request, b.finish]) AS f
+               WHERE f IS NOT NULL ORDER BY f LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure) THEN
+            PERFORM create_distributed_function(fn::regprocedure);
+        END IF;
+        object := fn; layout := 'on every node';
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION toolgate.distribute(regclass[]) IS
+    'On a Citus coordinator: the extension''s tables (and the ERP tables given) distributed by tenant, configuration as reference tables, the tenant_* entry points delegated to the tenant''s node.';
+REVOKE ALL ON FUNCTION toolgate.distribute(regclass[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.distribute(regclass[]) TO toolgate_admin;

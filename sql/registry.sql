@@ -332,7 +332,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         target = excluded.target, value = excluded.value, effect = excluded.effect, consent = excluded.consent,
         target_states = excluded.target_states, amounts = excluded.amounts,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,
@@ -390,7 +390,7 @@ BEGIN
     VALUES (tool, 'read', reader::text, untrusted, 1, who)
     ON CONFLICT ON CONSTRAINT tool_bindings_pkey DO UPDATE SET
         reader = excluded.reader, untrusted = excluded.untrusted,
-        version = b.version + 1, defined_at = pg_catalog.now(), defined_by = excluded.defined_by
+        version = b.version + 1, defined_at = excluded.defined_at, defined_by = excluded.defined_by
     RETURNING * INTO after;
     INSERT INTO toolgate.tool_history (tool, version, changed_at, changed_by, old, new)
     VALUES (after.tool, after.version, pg_catalog.now(), who,
@@ -426,10 +426,29 @@ BEGIN
         LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
         AS %L, 'tools_wrapper'
     $sql$, library);
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_call(tenant text, identity text, conversation_id text, tool text, args jsonb)
+        RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_call_wrapper'
+    $sql$, library);
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_read(tenant text, identity text, tool text, args jsonb) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_read_wrapper'
+    $sql$, library);
 END
 $create$;
 COMMENT ON FUNCTION toolgate.tools(text) IS
     'The tools the identity''s tenant and role may call, each with its newest schema: what an agent host lists.';
+-- call and read routed by the tenant: what a client of a Citus cluster calls, so the call runs on
+-- the node that holds the tenant's rows (docs/scale-out.md). A token of another tenant is
+-- BLOCKED identity_invalid (tenant_mismatch). On one node they are call and read with one check
+-- more.
+COMMENT ON FUNCTION toolgate.tenant_call(text, text, text, text, jsonb) IS
+    'toolgate.call routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.tenant_read(text, text, text, jsonb) IS
+    'toolgate.read routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
 
 -- The contract's three entry points are three tools by name, defined by the DBA like any other
 -- (examples/maintenance binds them to a maintenance ERP). SQL-standard bodies, bound when they are

@@ -93,30 +93,67 @@ fn sanitized(entry: &str, caught: pg_sys::panic::CaughtError) -> ! {
     }
 }
 
-fn write_call(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<JsonbText>) -> Jsonb {
+/// The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
+fn tool_name(tool: Option<&str>) -> &str {
+    tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)")
+}
+
+/// The tenant a `tenant_*` entry point was routed by; NULL is no tenant's (never a tenant id).
+fn routed(tenant: Option<&str>) -> Option<&str> {
+    Some(tenant.unwrap_or_default())
+}
+
+fn write_call(
+    tool: Option<&str>,
+    identity: Option<&str>,
+    conversation_id: Option<&str>,
+    args: Option<JsonbText>,
+    routed: Option<&str>,
+) -> Jsonb {
+    let tool = tool_name(tool);
     guarded(tool, || {
         let (args, oversize) = rendered(&args);
-        let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize });
+        let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize, routed });
         Jsonb::of(&reply.to_json())
+    })
+}
+
+fn read_call(tool: Option<&str>, identity: Option<&str>, args: Option<JsonbText>, routed: Option<&str>) -> Jsonb {
+    let tool = tool_name(tool);
+    guarded(tool, || {
+        let (args, oversize) = rendered(&args);
+        Jsonb::of(&gate::read(identity, tool, args, oversize, routed).to_json())
     })
 }
 
 /// Any write tool a DBA defined (`toolgate.define_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
-    // The audit keeps the tool's name: one that no tool could have is kept as a fixed text.
-    let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
-    write_call(tool, identity, conversation_id, args)
+    write_call(tool, identity, conversation_id, args, None)
+}
+
+/// `call` routed by the tenant (a Citus cluster runs it on the node holding the tenant's rows).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_call(
+    tenant: Option<&str>,
+    identity: Option<&str>,
+    conversation_id: Option<&str>,
+    tool: Option<&str>,
+    args: Option<JsonbText>,
+) -> Jsonb {
+    write_call(tool, identity, conversation_id, args, routed(tenant))
 }
 
 /// Any read tool a DBA defined (`toolgate.define_read_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
-    let tool = tool.filter(|t| contract::is_tool_name(t)).unwrap_or("(not a tool name)");
-    guarded(tool, || {
-        let (args, oversize) = rendered(&args);
-        Jsonb::of(&gate::read(identity, tool, args, oversize).to_json())
-    })
+    read_call(tool, identity, args, None)
+}
+
+/// `read` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_read(tenant: Option<&str>, identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
+    read_call(tool, identity, args, routed(tenant))
 }
 
 /// The tools the caller's tenant and role may call (`toolgate.tools`), for an agent host to list.
@@ -127,7 +164,13 @@ fn tools(identity: Option<&str>) -> Jsonb {
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
-    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation).to_json()))
+    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, None).to_json()))
+}
+
+/// `confirm` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_confirm(tenant: Option<&str>, identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
+    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, routed(tenant)).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the
@@ -139,7 +182,7 @@ fn gate_explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str
 }
 
 fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
-    let call = Call { tool, identity, conversation_id, args, oversize: false };
+    let call = Call { tool, identity, conversation_id, args, oversize: false, routed: None };
     let (reply, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
     let steps: Vec<Value> = audit
         .steps

@@ -87,6 +87,7 @@ extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["outbox"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/report.sql", name = "report", requires = ["hardening"]);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]

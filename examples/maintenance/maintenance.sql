@@ -72,7 +72,7 @@ CREATE TABLE maintenance.cost_centers (
 
 CREATE TABLE maintenance.purchases (
     -- Random, not sequential: an id in a reply says nothing of other tenants' volume.
-    purchase_id     uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    purchase_id     uuid NOT NULL DEFAULT gen_random_uuid(),
     tenant_id       text NOT NULL,
     order_id        text NOT NULL,
     part_id         text NOT NULL,
@@ -84,6 +84,7 @@ CREATE TABLE maintenance.purchases (
     idempotency_key text NOT NULL,
     proposal_id     uuid,
     purchased_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, purchase_id),
     FOREIGN KEY (tenant_id, order_id) REFERENCES maintenance.work_orders,
     FOREIGN KEY (tenant_id, part_id) REFERENCES maintenance.parts,
     FOREIGN KEY (tenant_id, cost_center) REFERENCES maintenance.cost_centers,
@@ -92,7 +93,7 @@ CREATE TABLE maintenance.purchases (
 );
 
 CREATE TABLE maintenance.close_requests (
-    request_id      uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    request_id      uuid NOT NULL DEFAULT gen_random_uuid(),
     tenant_id       text NOT NULL,
     order_id        text NOT NULL,
     reason          text NOT NULL,
@@ -100,6 +101,7 @@ CREATE TABLE maintenance.close_requests (
     idempotency_key text NOT NULL,
     proposal_id     uuid,
     requested_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, request_id),
     FOREIGN KEY (tenant_id, order_id) REFERENCES maintenance.work_orders,
     UNIQUE (tenant_id, idempotency_key)
 );
@@ -140,31 +142,29 @@ BEGIN
 END
 $$;
 
--- request_close's effect, in one statement: the order's new status, only if it is still open and
--- inspected, and the close request for the order it closed (none if it moved: NULL, and the gate
--- answers state_not_allowed). An error leaves nothing of it: the gate runs its bound functions in
--- a subtransaction.
+-- request_close's effect: the order's new status, only if it is still open and inspected, then the
+-- close request for the order it closed (none if it moved: NULL, and the gate answers
+-- state_not_allowed). An error leaves nothing of it: the gate runs its bound functions in a
+-- subtransaction. Each statement names the tenant and returns plain columns: on a Citus cluster
+-- each runs on the tenant's node, in the call's backend (docs/scale-out.md).
 CREATE FUNCTION maintenance.close_order(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    closed text;
+    request uuid;
 BEGIN
-    WITH closed AS (
-        UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
-         WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
-        RETURNING tenant_id, order_id
-    ), requested AS (
-        INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-        SELECT tenant_id, order_id, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-          FROM closed
-        RETURNING order_id, request_id)
-    SELECT jsonb_build_object('order_id', order_id, 'status', 'close_requested', 'request_id', request_id,
-                              'summary', 'Close of work order ' || order_id || ' requested (ERP request '
-                                         || request_id || ').')
-      FROM requested
-    INTO result;
-    RETURN result;
+    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
+     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
+    RETURNING order_id INTO closed;
+    IF closed IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', closed, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
+    RETURNING request_id INTO request;
+    RETURN jsonb_build_object('order_id', closed, 'status', 'close_requested', 'request_id', request,
+                              'summary', 'Close of work order ' || closed || ' requested (ERP request ' || request || ').');
 END
 $$;
 
@@ -209,36 +209,34 @@ BEGIN
 END
 $$;
 
--- Its effect, in one statement: charge the total the person consented to, taking the amount only
--- if the budget still has it (parallel purchases never overspend, and `spent <= budget` holds in
--- the table too; NULL when it no longer does), and record the purchase it paid for.
+-- Its effect: charge the total the person consented to, taking the amount only if the budget still
+-- has it, in one statement (parallel purchases never overspend, and `spent <= budget` holds in the
+-- table too; NULL when it no longer does), then record the purchase it paid for.
 CREATE FUNCTION maintenance.buy_part(ctx jsonb, args jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
 DECLARE
-    result jsonb;
+    left_after numeric;
+    p maintenance.purchases;
 BEGIN
-    WITH charged AS (
-        UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
-         WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
+    UPDATE maintenance.cost_centers c SET spent = c.spent + (ctx->'value'->>'amount')::numeric
+     WHERE c.tenant_id = ctx->>'tenant' AND c.cost_center = args->>'cost_center'
            AND c.spent + (ctx->'value'->>'amount')::numeric <= c.budget
-        RETURNING c.tenant_id, c.cost_center, c.budget - c.spent AS left_after
-    ), bought AS (
-        INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
-                                           requested_by, idempotency_key, proposal_id)
-        SELECT tenant_id, args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
-               (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
-               cost_center, ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid
-          FROM charged
-        RETURNING purchase_id, order_id, part_id, quantity, unit_price, total, cost_center)
-    SELECT jsonb_build_object('purchase_id', b.purchase_id, 'order_id', b.order_id, 'part_id', b.part_id,
-                              'quantity', b.quantity, 'unit_price', b.unit_price::text, 'total', b.total::text,
-                              'cost_center', b.cost_center, 'budget_left', c.left_after::text,
-                              'summary', 'Purchase ' || b.purchase_id || ' recorded: ' || b.quantity || ' × '
-                                         || b.part_id || ' for work order ' || b.order_id || '.')
-      FROM bought b, charged c
-    INTO result;
-    RETURN result;
+    RETURNING c.budget - c.spent INTO left_after;
+    IF left_after IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO maintenance.purchases (tenant_id, order_id, part_id, quantity, unit_price, total, cost_center,
+                                       requested_by, idempotency_key, proposal_id)
+    VALUES (ctx->>'tenant', args->>'order_id', args->>'part_id', (args->>'quantity')::numeric,
+            (ctx->'value'->>'amount')::numeric / (args->>'quantity')::numeric, (ctx->'value'->>'amount')::numeric,
+            args->>'cost_center', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
+    RETURNING * INTO p;
+    RETURN jsonb_build_object('purchase_id', p.purchase_id, 'order_id', p.order_id, 'part_id', p.part_id,
+                              'quantity', p.quantity, 'unit_price', p.unit_price::text, 'total', p.total::text,
+                              'cost_center', p.cost_center, 'budget_left', left_after::text,
+                              'summary', 'Purchase ' || p.purchase_id || ' recorded: ' || p.quantity || ' × '
+                                         || p.part_id || ' for work order ' || p.order_id || '.');
 END
 $$;
 

@@ -71,86 +71,119 @@ CREATE POLICY tenant ON refunds.assinaturas USING (tenant_id = toolgate.current_
 
 -- 3. The binding functions: (ctx jsonb, args jsonb) RETURNS jsonb, SECURITY DEFINER, a pinned
 -- search_path, executable by nobody but their owner: they run as refunds_owner, under its
--- row-level security, never as the extension's owner (define_tool refuses a superuser's).
+-- row-level security, never as the extension's owner (define_tool refuses a superuser's). In
+-- PL/pgSQL, each statement naming the tenant: a Citus cluster plans a LANGUAGE sql function's
+-- parameters nowhere, and runs these on the tenant's node (docs/scale-out.md).
 
 -- Target: the order, in the caller's tenant, locked until the call ends.
 CREATE FUNCTION refunds.pedido_alvo(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('id', p.pedido_id, 'tenant', p.tenant_id, 'state', p.status)
+      INTO result
       FROM refunds.pedidos p
      WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id'
-       FOR UPDATE
+       FOR UPDATE;
+    RETURN result;
+END
 $$;
 
 -- Value: the amount asked, against what the order has left to refund.
 CREATE FUNCTION refunds.valor_reembolso(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    SELECT jsonb_build_object('amount', args->>'valor_brl', 'account', 'pedido ' || p.pedido_id,
-                              'available', p.valor_pago - p.reembolsado)
-      FROM refunds.pedidos p
-     WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = ctx->'target'->>'id'
+BEGIN
+    RETURN (
+        SELECT jsonb_build_object('amount', args->>'valor_brl', 'account', 'pedido ' || p.pedido_id,
+                                  'available', p.valor_pago - p.reembolsado)
+          FROM refunds.pedidos p
+         WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = ctx->'target'->>'id'
+    );
+END
 $$;
 
--- Effect: the refund of the amount the gate judged (ctx->'value'->'amount', never the argument) and
--- the order's refunded total, in one statement that takes it only if it is still available; NULL
--- when it no longer is (the gate answers state_not_allowed).
+-- Effect: the refund of the amount the gate judged (ctx->'value'->'amount', never the argument):
+-- the order's refunded total, in one statement that takes it only if it is still available (NULL
+-- when it no longer is: the gate answers state_not_allowed), then the refund's row.
 CREATE FUNCTION refunds.emitir_reembolso(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    WITH taken AS (
-        UPDATE refunds.pedidos p SET reembolsado = p.reembolsado + (ctx->'value'->>'amount')::numeric
-         WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id' AND p.status = 'pago'
-           AND p.reembolsado + (ctx->'value'->>'amount')::numeric <= p.valor_pago
-        RETURNING p.tenant_id, p.pedido_id
-    ), made AS (
-        INSERT INTO refunds.reembolsos (tenant_id, pedido_id, valor, pedido_por, idempotency_key)
-        SELECT t.tenant_id, t.pedido_id, (ctx->'value'->>'amount')::numeric, ctx->>'actor', ctx->>'idempotency_key'
-          FROM taken t
-        RETURNING reembolso_id, pedido_id, valor
-    )
-    SELECT jsonb_build_object('reembolso_id', m.reembolso_id, 'pedido_id', m.pedido_id, 'valor', m.valor,
-                              'summary', 'Reembolso ' || m.reembolso_id || ' de R$ ' || m.valor
-                                         || ' emitido para o pedido ' || m.pedido_id || '.')
-      FROM made m
+DECLARE
+    taken text;
+    r refunds.reembolsos;
+BEGIN
+    UPDATE refunds.pedidos p SET reembolsado = p.reembolsado + (ctx->'value'->>'amount')::numeric
+     WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id' AND p.status = 'pago'
+       AND p.reembolsado + (ctx->'value'->>'amount')::numeric <= p.valor_pago
+    RETURNING p.pedido_id INTO taken;
+    IF taken IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO refunds.reembolsos (tenant_id, pedido_id, valor, pedido_por, idempotency_key)
+    VALUES (ctx->>'tenant', taken, (ctx->'value'->>'amount')::numeric, ctx->>'actor', ctx->>'idempotency_key')
+    RETURNING * INTO r;
+    RETURN jsonb_build_object('reembolso_id', r.reembolso_id, 'pedido_id', r.pedido_id, 'valor', r.valor,
+                              'summary', 'Reembolso ' || r.reembolso_id || ' de R$ ' || r.valor
+                                         || ' emitido para o pedido ' || r.pedido_id || '.');
+END
 $$;
 
 -- cancelar_assinatura: bound too (seed 001 lists it as sensitive); acme's row does not allow it.
 CREATE FUNCTION refunds.assinatura_alvo(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
+DECLARE
+    result jsonb;
+BEGIN
     SELECT jsonb_build_object('id', a.assinatura_id, 'tenant', a.tenant_id, 'state', a.status)
+      INTO result
       FROM refunds.assinaturas a
      WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = args->>'assinatura_id'
-       FOR UPDATE
+       FOR UPDATE;
+    RETURN result;
+END
 $$;
 CREATE FUNCTION refunds.valor_assinatura(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    SELECT jsonb_build_object('amount', a.mensalidade, 'account', 'assinatura ' || a.assinatura_id)
-      FROM refunds.assinaturas a
-     WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = ctx->'target'->>'id'
+BEGIN
+    RETURN (
+        SELECT jsonb_build_object('amount', a.mensalidade, 'account', 'assinatura ' || a.assinatura_id)
+          FROM refunds.assinaturas a
+         WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = ctx->'target'->>'id'
+    );
+END
 $$;
 CREATE FUNCTION refunds.cancelar_assinatura(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    WITH cancelada AS (
-        UPDATE refunds.assinaturas a SET status = 'cancelada'
-         WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = args->>'assinatura_id' AND a.status = 'ativa'
-        RETURNING a.assinatura_id, a.status)
-    SELECT jsonb_build_object('assinatura_id', c.assinatura_id, 'status', c.status) FROM cancelada c
+DECLARE
+    cancelada text;
+BEGIN
+    UPDATE refunds.assinaturas a SET status = 'cancelada'
+     WHERE a.tenant_id = ctx->>'tenant' AND a.assinatura_id = args->>'assinatura_id' AND a.status = 'ativa'
+    RETURNING a.assinatura_id INTO cancelada;
+    RETURN CASE WHEN cancelada IS NOT NULL
+                THEN jsonb_build_object('assinatura_id', cancelada, 'status', 'cancelada') END;
+END
 $$;
 
 -- consultar_pedido, a read tool: the order as the agent may see it. The customer's note is
 -- third-party text; define_read_tool names it, and the gate returns it marked untrusted.
 CREATE FUNCTION refunds.consultar_pedido(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, refunds, pg_temp
 AS $$
-    SELECT jsonb_build_object('pedido_id', p.pedido_id, 'status', p.status, 'valor_pago', p.valor_pago,
-                              'reembolsado', p.reembolsado, 'observacao', p.observacao)
-      FROM refunds.pedidos p
-     WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id'
+BEGIN
+    RETURN (
+        SELECT jsonb_build_object('pedido_id', p.pedido_id, 'status', p.status, 'valor_pago', p.valor_pago,
+                                  'reembolsado', p.reembolsado, 'observacao', p.observacao)
+          FROM refunds.pedidos p
+         WHERE p.tenant_id = ctx->>'tenant' AND p.pedido_id = args->>'pedido_id'
+    );
+END
 $$;
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA refunds FROM PUBLIC;

@@ -2,7 +2,7 @@
 -- pair for each tenant's identity provider and channel (private halves stay in the test's key
 -- directory), and what the scenarios need beyond the seed.
 SET client_min_messages = warning;
-CREATE EXTENSION pg_toolgate;
+CREATE EXTENSION IF NOT EXISTS pg_toolgate;
 \getenv root TOOLGATE_ROOT
 \set ECHO none
 \o /dev/null

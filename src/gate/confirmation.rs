@@ -45,9 +45,9 @@ pub fn propose(
         &[who.tenant.clone().into(), conversation.into()],
     );
     spi::run(
-        "UPDATE toolgate.proposals SET status = 'superseded', decided_at = pg_catalog.clock_timestamp() \
+        "UPDATE toolgate.proposals SET status = 'superseded', decided_at = $3 \
          WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
-        &[who.tenant.clone().into(), conversation.into()],
+        &[who.tenant.clone().into(), conversation.into(), pgrx::datum::clock_timestamp().into()],
     );
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
@@ -263,12 +263,14 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
     ))
 }
 
-/// Record the person's decision on the proposal.
+/// Record the person's decision on the proposal. The wall clock is a parameter, not
+/// clock_timestamp() in the statement: Citus refuses a volatile function in an UPDATE of a
+/// distributed table.
 pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
-        "UPDATE toolgate.proposals SET status = $2, decided_at = pg_catalog.clock_timestamp() \
+        "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
          WHERE tenant_id = $3 AND proposal_id = $1::uuid",
-        &[p.id.clone().into(), status.into(), p.tenant.clone().into()],
+        &[p.id.clone().into(), status.into(), p.tenant.clone().into(), pgrx::datum::clock_timestamp().into()],
     );
 }
 

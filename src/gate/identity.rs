@@ -110,6 +110,18 @@ fn load_key(kid: &str) -> Option<RegisteredKey> {
 }
 
 /// Why a token failed, as the audit may keep it.
+/// A call routed by a tenant (`toolgate.tenant_call`, `tenant_confirm`, `tenant_read`) whose
+/// verified token names another tenant, or none, is refused like a bad token: on a Citus cluster
+/// it was routed to the node of the tenant it named, and must not run there for another.
+pub fn routed(who: Identity, routed: Option<&str>) -> Step<Identity> {
+    match routed {
+        Some(tenant) if tenant != who.tenant => {
+            Err(Deny::because(Rule::IdentityInvalid, json!({"reason": "tenant_mismatch"})))
+        }
+        _ => Ok(who),
+    }
+}
+
 pub fn refused(rule: Rule, e: TokenError) -> Deny {
     Deny::because(rule, json!({"reason": e.code()}))
 }

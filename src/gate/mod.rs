@@ -123,12 +123,17 @@ pub struct Call<'a> {
     pub args: Option<&'a str>,
     /// The arguments' datum was too large to be rendered at all.
     pub oversize: bool,
+    /// The tenant the call was routed by (`toolgate.tenant_call`): its token must name it.
+    pub routed: Option<&'a str>,
 }
 
 /// Step 1 of every entry point: the identity from a verified token, never from the arguments;
-/// recorded in the audit and held as the call's context (`toolgate.current_tenant()`).
-fn identify(audit: &mut Audit, token: Option<&str>) -> Step<Identity> {
-    let who = audit.step(StepName::Identity, identity::verify(token))?;
+/// recorded in the audit and held as the call's context (`toolgate.current_tenant()`). A call
+/// routed by a tenant (the `tenant_*` entry points, which a Citus cluster runs on the node that
+/// holds the tenant's rows) goes no further unless its token names that tenant.
+fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Step<Identity> {
+    let verified = identity::verify(token).and_then(|who| identity::routed(who, routed));
+    let who = audit.step(StepName::Identity, verified)?;
     audit.identity(&who);
     context::identify(&who);
     Ok(who)
@@ -146,7 +151,7 @@ pub fn request(call: &Call) -> (Reply, Audit) {
 
 fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
     // 1. Identity: tenant, actor and role from a verified token, never from the arguments.
-    let who = identify(audit, call.identity)?;
+    let who = identify(audit, call.identity, call.routed)?;
 
     // 2. Contract: a known tool, arguments that fit its schema, finite numbers.
     let conversation = audit.step(StepName::Contract, contract::conversation(call.conversation_id))?;
@@ -290,16 +295,22 @@ fn check_domain<'a>(
 }
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
-pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>) -> Reply {
+pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, routed: Option<&str>) -> Reply {
     config::begin_call();
     let mut audit = Audit::start("confirm", "confirm");
-    let reply = run_confirm(identity_token, confirmation_token, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
+    let reply =
+        run_confirm(identity_token, confirmation_token, routed, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);
     reply
 }
 
-fn run_confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, audit: &mut Audit) -> Step<Reply> {
-    let who = identify(audit, identity_token)?;
+fn run_confirm(
+    identity_token: Option<&str>,
+    confirmation_token: Option<&str>,
+    routed: Option<&str>,
+    audit: &mut Audit,
+) -> Step<Reply> {
+    let who = identify(audit, identity_token, routed)?;
     let answer = audit.step(StepName::Confirmation, confirmation::verify_token(confirmation_token, &who))?;
     // From the target's locks (taken before the proposal's) to the effect, one subtransaction.
     scope::scope(audit, |audit| decide_proposal(&who, &answer, audit)).map(Decided::settle)
@@ -365,11 +376,17 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
 /// contract, the policy row and the role (not the kill switch: reads go on while writes are off),
 /// then the reader; no ledger, quota or proposal. Third-party text comes back marked untrusted,
 /// and the summary quotes none of it.
-pub fn read(identity_token: Option<&str>, tool: &str, args: Option<&str>, oversize: bool) -> Reply {
+pub fn read(
+    identity_token: Option<&str>,
+    tool: &str,
+    args: Option<&str>,
+    oversize: bool,
+    routed: Option<&str>,
+) -> Reply {
     config::begin_call();
     let mut audit = Audit::start("read", tool);
-    let reply =
-        run_defined_read(identity_token, tool, args, oversize, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
+    let reply = run_defined_read(identity_token, tool, args, oversize, routed, &mut audit)
+        .unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);
     reply
 }
@@ -397,9 +414,10 @@ fn run_defined_read(
     tool: &str,
     args: Option<&str>,
     oversize: bool,
+    routed: Option<&str>,
     audit: &mut Audit,
 ) -> Step<Reply> {
-    let who = identify(audit, identity_token)?;
+    let who = identify(audit, identity_token, routed)?;
     let checked = contract::check_read(tool, args, oversize, audit);
     let args = audit.step(StepName::Contract, checked)?;
     let authorized = authorization::authorize_read(&who, tool, audit);

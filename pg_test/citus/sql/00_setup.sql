@@ -1,0 +1,1 @@
+../../sql/00_setup.sql

@@ -1,0 +1,135 @@
+-- pg_toolgate on a Citus cluster (docs/scale-out.md). On one node nothing here is used.
+--
+-- toolgate.distribute(), run once on the coordinator after CREATE EXTENSION pg_toolgate (Citus
+-- creates the extension on every worker too), turns the extension's tables into Citus's layout:
+--   * the tables a call writes (ledger, proposals, conversations, quota_usage, audit, outbox)
+--     distributed by tenant_id and co-located, so one tenant's rows are on one node;
+--   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, switches, their
+--     history, the audit key, administrators, ERP endpoints) as reference tables, a copy on every
+--     node, read locally by every call;
+--   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read) delegated to
+--     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
+--     row-level security on toolgate.current_tenant() included, runs in one backend there;
+--   * the ERP's tables it is given distributed by their tenant_id and co-located with the gate's
+--     (a table whose tenant is another column: create_distributed_table(…, colocate_with =>
+--     'toolgate.ledger') by hand, before);
+--   * every bound function of every tool present on every node (after the ERP's tables: a
+--     function may name a table's row type);
+--   * the audit's ids unique across nodes: each node draws from a range of its own.
+-- Running it again does what is left to do.
+
+CREATE FUNCTION toolgate.distribute(erp_tables regclass[] DEFAULT '{}') RETURNS TABLE (object text, layout text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
+                                       'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
+                                       'policy_history', 'tool_history', 'write_switches', 'audit_key',
+                                       'administrators'];
+    tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox'];
+    entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
+                                          'toolgate.tenant_read(text,text,text,jsonb)',
+                                          'toolgate.tenant_confirm(text,text,text)'];
+    t text;
+    erp regclass;
+    fk record;
+    fks text[] := '{}';
+    fn text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'toolgate.distribute needs Citus: CREATE EXTENSION citus, and add the workers, first'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT citus_is_coordinator() THEN
+        RAISE EXCEPTION 'toolgate.distribute runs on the Citus coordinator'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT toolgate.administers(session_user) THEN
+        RAISE EXCEPTION 'only an administrator of this database may distribute pg_toolgate'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The configuration's triggers (administrators only; tell backends a row changed) run on each
+    -- node's copy: what Citus calls unsafe triggers, here on purpose.
+    SET LOCAL citus.enable_unsafe_triggers = on;
+    -- Functions are distributed in the same transaction as tables: one connection per node.
+    SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+
+    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'toolgate.tenants'::regclass) THEN
+        -- Citus turns a table referenced by a foreign key into a Citus table only with the whole
+        -- graph at once, which it cannot do for an extension's tables: the keys between the
+        -- configuration tables are set aside (here and on the workers, where CREATE EXTENSION made
+        -- them too) and made again between the reference tables.
+        FOR fk IN SELECT c.conrelid::regclass AS rel, c.conname, pg_get_constraintdef(c.oid) AS def
+                    FROM pg_constraint c
+                   WHERE c.contype = 'f' AND c.connamespace = 'toolgate'::regnamespace
+                   ORDER BY c.conrelid::regclass::text, c.conname LOOP
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.rel, fk.conname);
+            PERFORM run_command_on_workers(format('ALTER TABLE %s DROP CONSTRAINT %I', fk.rel, fk.conname));
+            fks := fks || format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk.rel, fk.conname, fk.def);
+        END LOOP;
+        FOREACH t IN ARRAY reference LOOP
+            PERFORM create_reference_table(format('toolgate.%I', t)::regclass);
+        END LOOP;
+        FOREACH t IN ARRAY fks LOOP
+            EXECUTE t;
+        END LOOP;
+    END IF;
+    FOREACH t IN ARRAY reference LOOP
+        object := 'toolgate.' || t; layout := 'reference';
+        RETURN NEXT;
+    END LOOP;
+
+    FOREACH t IN ARRAY tenant_tables LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = format('toolgate.%I', t)::regclass) THEN
+            IF t = 'ledger' THEN
+                PERFORM create_distributed_table('toolgate.ledger', 'tenant_id');
+            ELSE
+                PERFORM create_distributed_table(format('toolgate.%I', t)::regclass, 'tenant_id',
+                                                 colocate_with => 'toolgate.ledger');
+            END IF;
+        END IF;
+        object := 'toolgate.' || t; layout := 'distributed by tenant_id';
+        RETURN NEXT;
+    END LOOP;
+
+    FOREACH erp IN ARRAY erp_tables LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = erp) THEN
+            PERFORM create_distributed_table(erp, 'tenant_id', colocate_with => 'toolgate.ledger');
+        END IF;
+        object := erp::text; layout := 'distributed by tenant_id';
+        RETURN NEXT;
+    END LOOP;
+
+    -- The audit's ids: each node's sequence from a range of its own (its group id × 2^48), so an
+    -- id drawn on a worker running a delegated call never collides with another node's.
+    PERFORM run_command_on_all_nodes(
+        'SELECT pg_catalog.setval(''toolgate.audit_audit_id_seq'', '
+        'greatest(pg_catalog.nextval(''toolgate.audit_audit_id_seq''), '
+        '(SELECT groupid::bigint << 48 FROM pg_catalog.pg_dist_local_group) + 1))');
+
+    FOREACH fn IN ARRAY entry_points LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure
+                                                      AND o.distribution_argument_index IS NOT NULL) THEN
+            PERFORM create_distributed_function(fn::regprocedure, distribution_arg_name => 'tenant',
+                                               colocate_with => 'toolgate.ledger');
+        END IF;
+        object := fn; layout := 'delegated by tenant';
+        RETURN NEXT;
+    END LOOP;
+
+    -- Every bound function on every node (a delegated call runs them there).
+    FOR fn IN SELECT DISTINCT f FROM toolgate.tool_bindings b,
+                  LATERAL unnest(ARRAY[b.target, b.value, b.effect, b.reader, b.request, b.finish]) AS f
+               WHERE f IS NOT NULL ORDER BY f LOOP
+        IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure) THEN
+            PERFORM create_distributed_function(fn::regprocedure);
+        END IF;
+        object := fn; layout := 'on every node';
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION toolgate.distribute(regclass[]) IS
+    'On a Citus coordinator: the extension''s tables (and the ERP tables given) distributed by tenant, configuration as reference tables, the tenant_* entry points delegated to the tenant''s node.';
+REVOKE ALL ON FUNCTION toolgate.distribute(regclass[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.distribute(regclass[]) TO toolgate_admin;
