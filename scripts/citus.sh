@@ -9,7 +9,11 @@
 # through the tenant-routed entry points and where each call ran (citus_lab), seed 001's refunds
 # (citus_refunds), key revocation, issuer key rotation and the kill switch reaching the workers'
 # backends (citus_config), a careless bound function kept in its tenant by row-level security on
-# a worker (citus_rls).
+# a worker (citus_rls). Then a load with invariants: 16 clients over eight tenants spread on both
+# workers for 20 s, the second worker stopped (-m immediate) for 6 s in the middle and started
+# again, then 10 s more over the same keys; judged from the tables: no key or order with two
+# effects, effects equal to the keys that succeeded, no reservation left, one audit row a call,
+# the running worker's tenants served during the outage and the stopped one's not.
 #
 #   scripts/citus.sh            the suite (the extension must be installed: scripts/install-extension.sh)
 #   scripts/citus.sh --build    only build and install Citus
@@ -95,3 +99,118 @@ if ! "$PG_REGRESS" --bindir="$PGBIN" --host="$coordinator" --port="$cport" --use
     cat "$work/regress/regression.diffs" >&2 || true
     exit 1
 fi
+
+step "load over eight tenants on both workers, one worker stopped mid-load"
+# Eight tenants that close orders at once (tier 0); each pgbench client keeps to one tenant (two
+# clients a tenant), each call a random key of 400, the key naming its order: keys repeat (replays,
+# same-key races) and each key's arguments are always the same.
+tenants=(load-a load-b load-c load-d load-e load-f load-g load-h)
+tenant_list="'$(printf "%s','" "${tenants[@]}" | sed "s/','$//")'"
+load_sql=$work/load.sql
+{
+    sql "$coordinator" "$cport" "$db" <<SQL
+SET ROLE toolgate_admin;
+$(for t in "${tenants[@]}"; do
+    echo "SELECT toolgate.add_tenant('$t', 'Load $t');"
+    echo "SELECT toolgate.set_policy('$t', 'request_close', true, ARRAY['supervisor'], 0, max_calls_per_conversation => 1000000);"
+done)
+RESET ROLE;
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
+SELECT t, g::text, 'open', true FROM unnest(ARRAY[$tenant_list]) t, generate_series(1, 400) g;
+SQL
+} >/dev/null
+{
+    printf '%s\n' '\set k random(1, 400)'
+    i=0
+    for t in "${tenants[@]}"; do
+        pk=$("$TOOLGATE_MINT" key "idp-$t")
+        sql "$coordinator" "$cport" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
+        token=$("$TOOLGATE_MINT" id "$t" load-user supervisor)
+        if [ $i = 0 ]; then branch='\if'; else branch='\elif'; fi
+        printf '%s :client_id %% %s = %s\n' "$branch" "${#tenants[@]}" "$i"
+        echo "SELECT toolgate.tenant_call('$t', '$token', 'load-:client_id', 'request_close', '{\"order_id\": \":k\", \"reason\": \"Carga distribuída\", \"idempotency_key\": \"load-key-:k\"}');"
+        i=$((i + 1))
+    done
+    printf '%s\n' '\endif'
+} >"$load_sql"
+# Which worker holds each tenant: the one stopped is the second worker.
+stopped=${node_port[worker2]}
+on_stopped=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT string_agg(t, ' ' ORDER BY t) FROM unnest(ARRAY[$tenant_list]) t
+     WHERE (SELECT nodeport FROM pg_dist_shard_placement
+             WHERE shardid = get_shard_id_for_distribution_column('toolgate.ledger', t)) = $stopped")
+log "tenants on the worker to be stopped: $on_stopped"
+if [ -z "$on_stopped" ] || [ "$(wc -w <<<"$on_stopped")" -ge ${#tenants[@]} ]; then
+    log "the tenants are not on both workers"
+    exit 1
+fi
+
+pgbench_run() { # SECONDS LOG: pgbench on the coordinator; prints the transactions it made
+    "$PGBIN/pgbench" -n -h "$coordinator" -p "$cport" -U toolgate_citus_app -c 16 -j 2 -T "$1" -f "$load_sql" "$db" \
+        >"$2" 2>&1 || true
+    sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$2"
+}
+started_load=$SECONDS
+pgbench_run 20 "$work/load-1.log" >"$work/load-1.count" &
+bench_pid=$!
+sleep 6
+# The window is taken inside the outage: after the stop returned, before the start begins.
+as_postgres "$PGBIN/pg_ctl" -D "$work/worker2/data" -m immediate -w stop >/dev/null
+stop_at=$(date -u '+%Y-%m-%d %H:%M:%S.%N+00')
+sleep 6
+start_at=$(date -u '+%Y-%m-%d %H:%M:%S.%N+00')
+as_postgres env -u RUST_BACKTRACE "$PGBIN/pg_ctl" -D "$work/worker2/data" -l "$work/worker2/server.log" -w -t 60 start >/dev/null
+wait "$bench_pid"
+first=$(cat "$work/load-1.count")
+aborted=$(grep -c 'aborted in command' "$work/load-1.log" || true)
+log "first pass: $first calls in 20 s, the second worker stopped for 6 s; $aborted client(s) aborted by it"
+# The same key space again with the worker back: lost replies retried, keys replayed.
+second=$(pgbench_run 10 "$work/load-2.log")
+log "second pass: $second calls in 10 s, every client"
+
+# Every invariant, from the tables.
+verdict=$(sql "$coordinator" "$cport" "$db" <<SQL
+WITH t AS (SELECT unnest(ARRAY[$tenant_list]) AS tenant),
+     stopped AS (SELECT unnest(string_to_array('$on_stopped', ' ')) AS tenant),
+     settled AS MATERIALIZED (SELECT l.tenant_id, l.idempotency_key, l.reply->>'outcome' AS outcome, l.state
+                                FROM toolgate.ledger l WHERE l.tenant_id IN (SELECT tenant FROM t)),
+     closes AS MATERIALIZED (SELECT c.tenant_id, c.idempotency_key, c.order_id FROM maintenance.close_requests c
+                              WHERE c.tenant_id IN (SELECT tenant FROM t)),
+     audited AS MATERIALIZED (SELECT a.tenant_id, a.at FROM toolgate.audit a
+                               WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call')
+SELECT concat_ws(' ',
+    'keys_with_two_effects=' || (SELECT count(*) FROM (SELECT 1 FROM closes GROUP BY tenant_id, idempotency_key HAVING count(*) > 1) d),
+    'orders_closed_twice=' || (SELECT count(*) FROM (SELECT 1 FROM closes GROUP BY tenant_id, order_id HAVING count(*) > 1) d),
+    'effects=' || (SELECT count(*) FROM closes),
+    'succeeded_keys=' || (SELECT count(*) FROM settled WHERE state = 'settled' AND outcome = 'SUCCEEDED'),
+    'effect_without_key=' || (SELECT count(*) FROM closes c WHERE NOT EXISTS
+        (SELECT 1 FROM settled s WHERE s.tenant_id = c.tenant_id AND s.idempotency_key = c.idempotency_key
+            AND s.state = 'settled' AND s.outcome = 'SUCCEEDED')),
+    'reserved_left=' || (SELECT count(*) FROM settled WHERE state = 'reserved'),
+    'audit_rows=' || (SELECT count(*) FROM audited),
+    'during_stop_running=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
+                                  AND tenant_id NOT IN (SELECT tenant FROM stopped)),
+    'during_stop_stopped=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
+                                  AND tenant_id IN (SELECT tenant FROM stopped)))
+SQL
+)
+log "invariants: $verdict (calls made: $((first + second)); in $((SECONDS - started_load)) s)"
+declare -A v
+for kv in $verdict; do v[${kv%%=*}]=${kv#*=}; done
+bad=()
+[ "${v[keys_with_two_effects]}" = 0 ] || bad+=("a key made two effects")
+[ "${v[orders_closed_twice]}" = 0 ] || bad+=("an order was closed twice")
+[ "${v[effects]}" = "${v[succeeded_keys]}" ] || bad+=("effects differ from the keys that succeeded")
+[ "${v[effect_without_key]}" = 0 ] || bad+=("an effect has no settled key")
+[ "${v[reserved_left]}" = 0 ] || bad+=("a reservation outlived its transaction")
+# One audit row a call: a call whose reply the stop cut off may have committed (at most one for each
+# client it aborted), so between the calls pgbench counted and that many more.
+[ "${v[audit_rows]}" -ge $((first + second)) ] && [ "${v[audit_rows]}" -le $((first + second + aborted)) ] ||
+    bad+=("audit rows are not one a call")
+[ "${v[during_stop_running]}" -gt 0 ] || bad+=("no call of the running worker's tenants while the other was stopped")
+[ "${v[during_stop_stopped]}" = 0 ] || bad+=("a call of the stopped worker's tenants while it was stopped")
+if [ ${#bad[@]} -gt 0 ]; then
+    for b in "${bad[@]}"; do log "BROKEN: $b"; done
+    exit 1
+fi
+log "every invariant held"
