@@ -15,8 +15,14 @@
 # effects, effects equal to the keys that succeeded, no reservation left, one audit row a call,
 # the running worker's tenants served during the outage and the stopped one's not.
 #
-#   scripts/citus.sh            the suite (the extension must be installed: scripts/install-extension.sh)
-#   scripts/citus.sh --build    only build and install Citus
+# Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
+# tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
+# it short (2 s at 1 and 4 clients), --bench runs it for SECONDS at 1, 4 and 16 clients and prints
+# the table docs/scale-out.md holds.
+#
+#   scripts/citus.sh                  the suite (the extension must be installed: scripts/install-extension.sh)
+#   scripts/citus.sh --bench [SECS]   the set-up scenarios, then the benchmark (default 20 s a run)
+#   scripts/citus.sh --build          only build and install Citus
 #
 # Without the source and without Citus installed, the suite says so and stops (exit 3), so the
 # test command can name it as not run instead of failing for want of a file outside the project.
@@ -64,6 +70,10 @@ if ! citus_installed || [ "${1:-}" = --build ]; then
     fi
 fi
 [ "${1:-}" = --build ] && exit 0
+mode=suite bench_seconds=2 bench_clients=(1 4)
+if [ "${1:-}" = --bench ]; then
+    mode=bench bench_seconds=${2:-20} bench_clients=(1 4 16)
+fi
 
 make_work
 toolgate_cli
@@ -93,13 +103,16 @@ log "coordinator on 127.0.0.1:$cport, workers on ${node_port[worker1]} and ${nod
 step "Citus scenarios (pg_test/citus/)"
 export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
 mkdir -p "$work/regress" "$TOOLGATE_KEYS"
+scenarios=(--schedule="$root/pg_test/citus/schedule")
+[ "$mode" = suite ] || scenarios=(citus_begin 00_setup citus_setup)
 if ! "$PG_REGRESS" --bindir="$PGBIN" --host="$coordinator" --port="$cport" --user=postgres --use-existing \
-    --dbname="$db" --inputdir="$root/pg_test/citus" --outputdir="$work/regress" \
-    --schedule="$root/pg_test/citus/schedule"; then
+    --dbname="$db" --inputdir="$root/pg_test/citus" --outputdir="$work/regress" "${scenarios[@]}"; then
     cat "$work/regress/regression.diffs" >&2 || true
     exit 1
 fi
 
+# The load with invariants (the suite only).
+load_with_a_worker_stopped() {
 step "load over eight tenants on both workers, one worker stopped mid-load"
 # Eight tenants that close orders at once (tier 0); each pgbench client keeps to one tenant (two
 # clients a tenant), each call a random key of 400, the key naming its order: keys repeat (replays,
@@ -214,3 +227,86 @@ if [ ${#bad[@]} -gt 0 ]; then
     exit 1
 fi
 log "every invariant held"
+}
+if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
+
+step "the benchmark's distributed row: tier-0 closes through tenant_call, one node and the cluster"
+# A single node beside the cluster, with the same set-up scenario and the same tenants.
+CLUSTER_CONF='' throwaway_cluster single "$((cport + 10))"
+single=$work/single/socket sport=$port
+mkdir -p "$work/keys-single"
+TOOLGATE_KEYS=$work/keys-single "$PG_REGRESS" --bindir="$PGBIN" --host="$single" --port="$sport" --user=postgres --dbname="$db" \
+    --inputdir="$root/pg_test" --outputdir="$work/regress-single" 00_setup >"$work/regress-single.log" 2>&1 || {
+    cat "$work/regress-single.log" >&2
+    log "the single node's set-up failed"
+    exit 1
+}
+sql "$single" "$sport" "$db" -c "CREATE ROLE toolgate_citus_app LOGIN IN ROLE toolgate_agent" 2>/dev/null || true
+btenants=(bench-a bench-b bench-c bench-d bench-e bench-f bench-g bench-h)
+btenant_list="'$(printf "%s','" "${btenants[@]}" | sed "s/','$//")'"
+orders=$((bench_seconds * 2000))
+for node in "$coordinator $cport" "$single $sport"; do
+    read -r h p <<<"$node"
+    sql "$h" "$p" "$db" >/dev/null <<SQL
+SET ROLE toolgate_admin;
+$(for t in "${btenants[@]}"; do
+    echo "SELECT toolgate.add_tenant('$t', 'Bench $t');"
+    echo "SELECT toolgate.set_policy('$t', 'request_close', true, ARRAY['supervisor'], 0, max_calls_per_conversation => 2000000000);"
+done)
+RESET ROLE;
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
+SELECT t, g::text, 'open', true FROM unnest(ARRAY[$btenant_list]) t, generate_series(1, $orders) g;
+$(for i in "${!btenants[@]}"; do echo "CREATE SEQUENCE bench_orders_$i; GRANT USAGE ON SEQUENCE bench_orders_$i TO toolgate_citus_app;"; done)
+VACUUM ANALYZE;
+SQL
+done
+bench_sql=$work/bench.sql
+{
+    printf '%s\n' '\set t :client_id % 8'
+    i=0
+    for t in "${btenants[@]}"; do
+        pk=$("$TOOLGATE_MINT" key "idp-$t")
+        token=$("$TOOLGATE_MINT" id "$t" bench-user supervisor)
+        for node in "$coordinator $cport" "$single $sport"; do
+            read -r h p <<<"$node"
+            sql "$h" "$p" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
+        done
+        if [ $i = 0 ]; then branch='\if'; else branch='\elif'; fi
+        printf '%s :t = %s\n' "$branch" "$i"
+        printf '%s\n' "SELECT nextval('bench_orders_$i') AS n \gset"
+        echo "SELECT toolgate.tenant_call('$t', '$token', 'bench-:client_id', 'request_close', '{\"order_id\": \":n\", \"reason\": \"Benchmark close\", \"idempotency_key\": \"bench-key-:n\"}');"
+        i=$((i + 1))
+    done
+    printf '%s\n' '\endif'
+} >"$bench_sql"
+
+# bench_run HOST PORT CLIENTS: one pgbench run; prints "tps latency_ms", after checking that every
+# call of the run was a close that succeeded, one audit row each.
+bench_run() {
+    local h=$1 p=$2 c=$3 out=$work/bench-$2-$3.log since tps lat got
+    since=$(sql "$h" "$p" "$db" -c "SELECT clock_timestamp()")
+    "$PGBIN/pgbench" -n -h "$h" -p "$p" -U toolgate_citus_app -c "$c" -j $((c < 2 ? c : 2)) -T "$bench_seconds" \
+        -f "$bench_sql" "$db" >"$out" 2>&1 || { log "pgbench failed:"; cat "$out" >&2; exit 1; }
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")
+    lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$out")
+    got=$(sql "$h" "$p" "$db" -c "
+        WITH a AS MATERIALIZED (SELECT outcome FROM toolgate.audit
+                                 WHERE tenant_id IN ($btenant_list) AND at > '$since')
+        SELECT count(*) FILTER (WHERE outcome = 'SUCCEEDED') || ' ' || count(*) FROM a")
+    local txns
+    txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+    [ "$got" = "$txns $txns" ] || { log "a benchmark run did not do what it measures: [$got] for $txns calls"; exit 1; }
+    echo "$tps $lat"
+}
+results=()
+for c in "${bench_clients[@]}"; do
+    one=$(bench_run "$single" "$sport" "$c")
+    cluster=$(bench_run "$coordinator" "$cport" "$c")
+    read -r one_tps one_lat <<<"$one"
+    read -r cl_tps cl_lat <<<"$cluster"
+    results+=("| $c | $(printf '%.0f' "$one_tps") | $one_lat | $(printf '%.0f' "$cl_tps") | $cl_lat | $(awk -v a="$cl_tps" -v b="$one_tps" 'BEGIN { printf "%.2f", a / b }') |")
+done
+log "tier-0 closes through tenant_call, $bench_seconds s a run (one node: PostgreSQL 15; the cluster: a coordinator and two workers, on the same cores):"
+echo "| clients | one node, calls/s | latency ms | Citus, calls/s | latency ms | Citus ÷ one node |"
+echo "|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${results[@]}"
