@@ -52,7 +52,7 @@ $roles$;
 
 -- Every timestamp in a reply: ISO 8601 in UTC, whatever the session's DateStyle and TimeZone.
 -- IMMUTABLE although to_char is not: the zone is fixed and the format has no field a setting or
--- the locale changes (Citus refuses a function that is not in an INSERT's RETURNING).
+-- the locale changes (Citus refuses any function that is not IMMUTABLE in an INSERT's RETURNING).
 CREATE FUNCTION toolgate.iso_utc(ts timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN pg_catalog.to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');

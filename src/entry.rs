@@ -99,7 +99,7 @@ fn tool_name(tool: Option<&str>) -> &str {
 }
 
 /// The tenant a `tenant_*` entry point was routed by; NULL is no tenant's (never a tenant id).
-fn routed(tenant: Option<&str>) -> Option<&str> {
+fn routed_by(tenant: Option<&str>) -> Option<&str> {
     Some(tenant.unwrap_or_default())
 }
 
@@ -141,7 +141,7 @@ fn tenant_call(
     tool: Option<&str>,
     args: Option<JsonbText>,
 ) -> Jsonb {
-    write_call(tool, identity, conversation_id, args, routed(tenant))
+    write_call(tool, identity, conversation_id, args, routed_by(tenant))
 }
 
 /// Any read tool a DBA defined (`toolgate.define_read_tool`).
@@ -153,7 +153,7 @@ fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> 
 /// `read` routed by the tenant.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn tenant_read(tenant: Option<&str>, identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
-    read_call(tool, identity, args, routed(tenant))
+    read_call(tool, identity, args, routed_by(tenant))
 }
 
 /// The tools the caller's tenant and role may call (`toolgate.tools`), for an agent host to list.
@@ -170,7 +170,7 @@ fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
 /// `confirm` routed by the tenant.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn tenant_confirm(tenant: Option<&str>, identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
-    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, routed(tenant)).to_json()))
+    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, routed_by(tenant)).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the

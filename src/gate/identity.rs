@@ -109,7 +109,6 @@ fn load_key(kid: &str) -> Option<RegisteredKey> {
     })
 }
 
-/// Why a token failed, as the audit may keep it.
 /// A call routed by a tenant (`toolgate.tenant_call`, `tenant_confirm`, `tenant_read`) whose
 /// verified token names another tenant, or none, is refused like a bad token: on a Citus cluster
 /// it was routed to the node of the tenant it named, and must not run there for another.
@@ -122,6 +121,7 @@ pub fn routed(who: Identity, routed: Option<&str>) -> Step<Identity> {
     }
 }
 
+/// Why a token failed, as the audit may keep it.
 pub fn refused(rule: Rule, e: TokenError) -> Deny {
     Deny::because(rule, json!({"reason": e.code()}))
 }
