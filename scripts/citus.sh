@@ -111,6 +111,23 @@ if ! "$PG_REGRESS" --bindir="$PGBIN" --host="$coordinator" --port="$cport" --use
     exit 1
 fi
 
+# identity_token TENANT NODE...: an identity key for TENANT, registered on each NODE ("socket
+# port"); prints a supervisor's token signed with it.
+identity_token() {
+    local t=$1 pk node h p
+    shift
+    pk=$("$TOOLGATE_MINT" key "idp-$t")
+    for node in "$@"; do
+        read -r h p <<<"$node"
+        sql "$h" "$p" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
+    done
+    "$TOOLGATE_MINT" id "$t" "user-$t" supervisor
+}
+# branch I: the pgbench meta-command that opens the branch of the I-th tenant (of :t).
+branch() {
+    if [ "$1" = 0 ]; then printf '\\if :t = 0\n'; else printf '\\elif :t = %s\n' "$1"; fi
+}
+
 # The load with invariants (the suite only).
 load_with_a_worker_stopped() {
 step "load over eight tenants on both workers, one worker stopped mid-load"
@@ -133,14 +150,11 @@ SELECT t, g::text, 'open', true FROM unnest(ARRAY[$tenant_list]) t, generate_ser
 SQL
 } >/dev/null
 {
-    printf '%s\n' '\set k random(1, 400)'
+    printf '%s\n' '\set k random(1, 400)' "\\set t :client_id % ${#tenants[@]}"
     i=0
     for t in "${tenants[@]}"; do
-        pk=$("$TOOLGATE_MINT" key "idp-$t")
-        sql "$coordinator" "$cport" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
-        token=$("$TOOLGATE_MINT" id "$t" load-user supervisor)
-        if [ $i = 0 ]; then branch='\if'; else branch='\elif'; fi
-        printf '%s :client_id %% %s = %s\n' "$branch" "${#tenants[@]}" "$i"
+        token=$(identity_token "$t" "$coordinator $cport")
+        branch "$i"
         echo "SELECT toolgate.tenant_call('$t', '$token', 'load-:client_id', 'request_close', '{\"order_id\": \":k\", \"reason\": \"Carga distribuída\", \"idempotency_key\": \"load-key-:k\"}');"
         i=$((i + 1))
     done
@@ -262,17 +276,11 @@ SQL
 done
 bench_sql=$work/bench.sql
 {
-    printf '%s\n' '\set t :client_id % 8'
+    printf '%s\n' "\\set t :client_id % ${#btenants[@]}"
     i=0
     for t in "${btenants[@]}"; do
-        pk=$("$TOOLGATE_MINT" key "idp-$t")
-        token=$("$TOOLGATE_MINT" id "$t" bench-user supervisor)
-        for node in "$coordinator $cport" "$single $sport"; do
-            read -r h p <<<"$node"
-            sql "$h" "$p" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
-        done
-        if [ $i = 0 ]; then branch='\if'; else branch='\elif'; fi
-        printf '%s :t = %s\n' "$branch" "$i"
+        token=$(identity_token "$t" "$coordinator $cport" "$single $sport")
+        branch "$i"
         printf '%s\n' "SELECT nextval('bench_orders_$i') AS n \gset"
         echo "SELECT toolgate.tenant_call('$t', '$token', 'bench-:client_id', 'request_close', '{\"order_id\": \":n\", \"reason\": \"Benchmark close\", \"idempotency_key\": \"bench-key-:n\"}');"
         i=$((i + 1))
