@@ -12,8 +12,10 @@
 # a worker (citus_rls). Then a load with invariants: 16 clients over eight tenants spread on both
 # workers for 20 s, the second worker stopped (-m immediate) for 6 s in the middle and started
 # again, then 10 s more over the same keys; judged from the tables: no key or order with two
-# effects, effects equal to the keys that succeeded, no reservation left, one audit row a call,
-# the running worker's tenants served during the outage and the stopped one's not.
+# effects, effects equal to the keys that succeeded, no reservation left, no budget overspent and
+# each equal to its purchases, every conversation's quota within its limit and equal to its
+# purchases, one audit row a call, the running worker's tenants served during the outage and the
+# stopped one's not.
 #
 # Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
@@ -131,9 +133,11 @@ branch() {
 # The load with invariants (the suite only).
 load_with_a_worker_stopped() {
 step "load over eight tenants on both workers, one worker stopped mid-load"
-# Eight tenants that close orders at once (tier 0); each pgbench client keeps to one tenant (two
-# clients a tenant), each call a random key of 400, the key naming its order: keys repeat (replays,
-# same-key races) and each key's arguments are always the same.
+# Eight tenants that close orders and buy parts at once (tier 0); each pgbench client keeps to one
+# tenant (two clients a tenant). Three calls in four close an order, the key (one of 400) naming it;
+# one in four buys parts, the key (one of 300) naming its order, quantity and conversation (one of
+# 20, three purchases each), on a cost centre of 300.00 that runs out. Keys repeat (replays,
+# same-key races), each key's arguments always the same; quotas and the budget are raced for.
 tenants=(load-a load-b load-c load-d load-e load-f load-g load-h)
 tenant_list="'$(printf "%s','" "${tenants[@]}" | sed "s/','$//")'"
 load_sql=$work/load.sql
@@ -143,19 +147,30 @@ SET ROLE toolgate_admin;
 $(for t in "${tenants[@]}"; do
     echo "SELECT toolgate.add_tenant('$t', 'Load $t');"
     echo "SELECT toolgate.set_policy('$t', 'request_close', true, ARRAY['supervisor'], 0, max_calls_per_conversation => 1000000);"
+    echo "SELECT toolgate.set_policy('$t', 'request_purchase_part', true, ARRAY['supervisor'], 0, max_value => 100, max_calls_per_conversation => 3);"
 done)
 RESET ROLE;
 INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
-SELECT t, g::text, 'open', true FROM unnest(ARRAY[$tenant_list]) t, generate_series(1, 400) g;
+SELECT t, g::text, 'open', true FROM unnest(ARRAY[$tenant_list]) t, generate_series(1, 400) g
+UNION ALL SELECT t, (5000 + g)::text, 'open', false FROM unnest(ARRAY[$tenant_list]) t, generate_series(1, 300) g;
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity)
+SELECT t, 'P-1', 'Filtro', 10.00, 5 FROM unnest(ARRAY[$tenant_list]) t;
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget)
+SELECT t, 'CC-L', 'Carga', 300.00 FROM unnest(ARRAY[$tenant_list]) t;
 SQL
 } >/dev/null
 {
-    printf '%s\n' '\set k random(1, 400)' "\\set t :client_id % ${#tenants[@]}"
+    printf '%s\n' '\set k random(1, 400)' '\set b random(1, 300)' '\set o 5000 + :b' '\set q 1 + :b % 3' \
+        '\set c :b % 20' '\set buy random(1, 4) = 4' "\\set t :client_id % ${#tenants[@]}"
     i=0
     for t in "${tenants[@]}"; do
         token=$(identity_token "$t" "$coordinator $cport")
         branch "$i"
+        printf '%s\n' '\if :buy'
+        echo "SELECT toolgate.tenant_call('$t', '$token', 'buy-:c', 'request_purchase_part', '{\"order_id\": \":o\", \"part_id\": \"P-1\", \"quantity\": :q, \"cost_center\": \"CC-L\", \"idempotency_key\": \"buy-key-:b\"}');"
+        printf '%s\n' '\else'
         echo "SELECT toolgate.tenant_call('$t', '$token', 'load-:client_id', 'request_close', '{\"order_id\": \":k\", \"reason\": \"Carga distribuída\", \"idempotency_key\": \"load-key-:k\"}');"
+        printf '%s\n' '\endif'
         i=$((i + 1))
     done
     printf '%s\n' '\endif'
@@ -199,21 +214,42 @@ log "second pass: $second calls in 10 s, every client"
 verdict=$(sql "$coordinator" "$cport" "$db" <<SQL
 WITH t AS (SELECT unnest(ARRAY[$tenant_list]) AS tenant),
      stopped AS (SELECT unnest(string_to_array('$on_stopped', ' ')) AS tenant),
-     settled AS MATERIALIZED (SELECT l.tenant_id, l.idempotency_key, l.reply->>'outcome' AS outcome, l.state
+     settled AS MATERIALIZED (SELECT l.tenant_id, l.tool, l.idempotency_key, l.reply->>'outcome' AS outcome, l.state
                                 FROM toolgate.ledger l WHERE l.tenant_id IN (SELECT tenant FROM t)),
-     closes AS MATERIALIZED (SELECT c.tenant_id, c.idempotency_key, c.order_id FROM maintenance.close_requests c
-                              WHERE c.tenant_id IN (SELECT tenant FROM t)),
-     audited AS MATERIALIZED (SELECT a.tenant_id, a.at FROM toolgate.audit a
-                               WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call')
+     effects AS MATERIALIZED (
+         SELECT c.tenant_id, 'request_close' AS tool, c.idempotency_key, c.order_id FROM maintenance.close_requests c
+          WHERE c.tenant_id IN (SELECT tenant FROM t)
+         UNION ALL
+         SELECT p.tenant_id, 'request_purchase_part', p.idempotency_key, p.order_id FROM maintenance.purchases p
+          WHERE p.tenant_id IN (SELECT tenant FROM t)),
+     spent AS MATERIALIZED (
+         SELECT c.tenant_id, c.spent, c.budget,
+                (SELECT coalesce(sum(p.total), 0) FROM maintenance.purchases p
+                  WHERE p.tenant_id = c.tenant_id AND p.cost_center = c.cost_center) AS bought
+           FROM maintenance.cost_centers c WHERE c.tenant_id IN (SELECT tenant FROM t) AND c.cost_center = 'CC-L'),
+     used AS MATERIALIZED (SELECT q.tenant_id, q.conversation_id, q.used FROM toolgate.quota_usage q
+                            WHERE q.tenant_id IN (SELECT tenant FROM t) AND q.tool = 'request_purchase_part'),
+     audited AS MATERIALIZED (SELECT a.tenant_id, a.at, a.tool, a.conversation_id, a.outcome, a.replayed
+                                FROM toolgate.audit a WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call'),
+     bought_calls AS (SELECT tenant_id, conversation_id, count(*) AS n FROM audited
+                       WHERE tool = 'request_purchase_part' AND outcome = 'SUCCEEDED' AND NOT replayed GROUP BY 1, 2)
 SELECT concat_ws(' ',
-    'keys_with_two_effects=' || (SELECT count(*) FROM (SELECT 1 FROM closes GROUP BY tenant_id, idempotency_key HAVING count(*) > 1) d),
-    'orders_closed_twice=' || (SELECT count(*) FROM (SELECT 1 FROM closes GROUP BY tenant_id, order_id HAVING count(*) > 1) d),
-    'effects=' || (SELECT count(*) FROM closes),
+    'keys_with_two_effects=' || (SELECT count(*) FROM (SELECT 1 FROM effects GROUP BY tenant_id, tool, idempotency_key HAVING count(*) > 1) d),
+    'orders_closed_twice=' || (SELECT count(*) FROM (SELECT 1 FROM effects WHERE tool = 'request_close'
+                                                     GROUP BY tenant_id, order_id HAVING count(*) > 1) d),
+    'effects=' || (SELECT count(*) FROM effects),
+    'purchases=' || (SELECT count(*) FROM effects WHERE tool = 'request_purchase_part'),
     'succeeded_keys=' || (SELECT count(*) FROM settled WHERE state = 'settled' AND outcome = 'SUCCEEDED'),
-    'effect_without_key=' || (SELECT count(*) FROM closes c WHERE NOT EXISTS
-        (SELECT 1 FROM settled s WHERE s.tenant_id = c.tenant_id AND s.idempotency_key = c.idempotency_key
+    'effect_without_key=' || (SELECT count(*) FROM effects e WHERE NOT EXISTS
+        (SELECT 1 FROM settled s WHERE s.tenant_id = e.tenant_id AND s.tool = e.tool AND s.idempotency_key = e.idempotency_key
             AND s.state = 'settled' AND s.outcome = 'SUCCEEDED')),
     'reserved_left=' || (SELECT count(*) FROM settled WHERE state = 'reserved'),
+    'overspent=' || (SELECT count(*) FROM spent WHERE spent > budget),
+    'spent_not_bought=' || (SELECT count(*) FROM spent WHERE spent <> bought),
+    'spent_total=' || (SELECT sum(spent) FROM spent),
+    'quota_over=' || (SELECT count(*) FROM used WHERE used > 3),
+    'quota_not_calls=' || (SELECT count(*) FROM used u FULL JOIN bought_calls b USING (tenant_id, conversation_id)
+                            WHERE coalesce(u.used, 0) <> coalesce(b.n, 0)),
     'audit_rows=' || (SELECT count(*) FROM audited),
     'during_stop_running=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
                                   AND tenant_id NOT IN (SELECT tenant FROM stopped)),
@@ -230,6 +266,11 @@ bad=()
 [ "${v[effects]}" = "${v[succeeded_keys]}" ] || bad+=("effects differ from the keys that succeeded")
 [ "${v[effect_without_key]}" = 0 ] || bad+=("an effect has no settled key")
 [ "${v[reserved_left]}" = 0 ] || bad+=("a reservation outlived its transaction")
+[ "${v[purchases]}" -gt 0 ] || bad+=("no purchase was made")
+[ "${v[overspent]}" = 0 ] || bad+=("a budget was overspent")
+[ "${v[spent_not_bought]}" = 0 ] || bad+=("a cost centre's spending differs from its purchases")
+[ "${v[quota_over]}" = 0 ] || bad+=("a conversation went over its quota")
+[ "${v[quota_not_calls]}" = 0 ] || bad+=("a conversation's quota differs from its purchases that succeeded")
 # One audit row a call: a call whose reply the stop cut off may have committed (at most one for each
 # client it aborted), so between the calls pgbench counted and that many more.
 [ "${v[audit_rows]}" -ge $((first + second)) ] && [ "${v[audit_rows]}" -le $((first + second + aborted)) ] ||
