@@ -106,7 +106,7 @@ suites() {
 timings=()
 for v in "${versions[@]}"; do suites "$v"; done
 
-step "12/13 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
+step "13/13 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
 # Its own target directory and a private PostgreSQL copy: the system's install is not touched.
 pg_version "$PG_DEBIAN"
 scripts/mutants.sh --ci
