@@ -197,6 +197,20 @@ INSERT INTO toolgate.audit_key (secret) VALUES (pg_catalog.decode(pg_catalog.rep
 -- Gate state: idempotency ledger, proposals, quota.
 ------------------------------------------------------------------------------------------------
 
+-- The closed lists of the tables every call writes are domains, not table CHECKs: PostgreSQL
+-- reads and plans a table's CHECK constraints from their stored text at each statement that
+-- writes the table (a few microseconds each, in every call), a domain's once per server process.
+-- The rule is the same: a value outside the list is refused, whoever writes it.
+CREATE DOMAIN toolgate.ledger_state AS text CHECK (VALUE IN ('reserved', 'pending', 'settled'));
+CREATE DOMAIN toolgate.proposal_status AS text
+    CHECK (VALUE IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));
+CREATE DOMAIN toolgate.proposal_tier AS integer CHECK (VALUE BETWEEN 1 AND 3);
+CREATE DOMAIN toolgate.audit_kind AS text CHECK (VALUE IN ('call', 'confirm', 'read', 'dispatch'));
+CREATE DOMAIN toolgate.outcome AS text
+    CHECK (VALUE IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING',
+                     'UNCERTAIN', 'PARTIAL'));
+CREATE DOMAIN toolgate.counter AS integer CHECK (VALUE >= 0);
+
 -- One row per (tenant, tool, idempotency key). 'reserved' never outlives its transaction;
 -- 'pending' waits for a person; 'settled' holds the reply every retry gets back.
 CREATE TABLE toolgate.ledger (
@@ -206,7 +220,7 @@ CREATE TABLE toolgate.ledger (
     args_digest     text NOT NULL,
     -- The actor who reserved the key: only they get its reply or its proposal back.
     actor           text NOT NULL,
-    state           text NOT NULL CHECK (state IN ('reserved', 'pending', 'settled')),
+    state           toolgate.ledger_state NOT NULL,
     proposal_id     uuid,
     reply           jsonb,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -229,12 +243,11 @@ CREATE TABLE toolgate.proposals (
     args_digest     text NOT NULL,
     idempotency_key text NOT NULL,
     text            text NOT NULL,
-    tier            integer NOT NULL CHECK (tier BETWEEN 1 AND 3),
+    tier            toolgate.proposal_tier NOT NULL,
     challenge       text,
     schema_version  integer NOT NULL,
     policy_version  integer NOT NULL,
-    status          text NOT NULL CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied',
-                                                    'invalidated')),
+    status          toolgate.proposal_status NOT NULL,
     -- Proposal times are the wall clock's, not the transaction's start: a confirmation is judged
     -- against the moment it is checked.
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
@@ -272,7 +285,7 @@ CREATE TABLE toolgate.quota_usage (
     tenant_id       text NOT NULL,
     conversation_id text NOT NULL,
     tool            text NOT NULL,
-    used            integer NOT NULL CHECK (used >= 0),
+    used            toolgate.counter NOT NULL,
     updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (tenant_id, conversation_id, tool)
 );
@@ -284,7 +297,7 @@ CREATE TABLE toolgate.quota_usage (
 CREATE TABLE toolgate.audit (
     audit_id        bigint GENERATED ALWAYS AS IDENTITY,
     at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    kind            text NOT NULL CHECK (kind IN ('call', 'confirm', 'read', 'dispatch')),
+    kind            toolgate.audit_kind NOT NULL,
     -- '(unverified)' for a call whose identity was not verified: never a tenant id.
     tenant_id       text NOT NULL,
     conversation_id text,
@@ -293,7 +306,7 @@ CREATE TABLE toolgate.audit (
     tool            text NOT NULL,
     target          text,
     proposal_id     uuid,
-    outcome         text NOT NULL CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING', 'UNCERTAIN', 'PARTIAL')),
+    outcome         toolgate.outcome NOT NULL,
     rule            text,
     replayed        boolean NOT NULL DEFAULT false,
     -- Effects the ERP recorded in this call's transaction.

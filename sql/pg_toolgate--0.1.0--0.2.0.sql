@@ -163,9 +163,6 @@ END
 $$;
 REVOKE ALL ON FUNCTION toolgate.set_consent_translation(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.set_consent_translation(text, text, text) TO toolgate_admin;
-ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_status_check;
-ALTER TABLE toolgate.proposals ADD CONSTRAINT proposals_status_check
-    CHECK (status IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));
 ALTER TABLE toolgate.tool_bindings DROP CONSTRAINT tool_bindings_check;
 ALTER TABLE toolgate.tool_bindings ADD CONSTRAINT tool_bindings_check
     CHECK (CASE kind WHEN 'write' THEN target IS NOT NULL AND effect IS NOT NULL AND reader IS NULL
@@ -631,6 +628,17 @@ ALTER TABLE maintenance.close_requests OWNER TO maintenance_owner;
 -- The tenant leads every key, as in the example (a cluster can distribute them by tenant).
 ALTER TABLE maintenance.purchases DROP CONSTRAINT purchases_pkey, ADD PRIMARY KEY (tenant_id, purchase_id);
 ALTER TABLE maintenance.close_requests DROP CONSTRAINT close_requests_pkey, ADD PRIMARY KEY (tenant_id, request_id);
+-- The order's number and state checked by domains, as in the example (a domain's check is
+-- prepared once per server process, a table's CHECK at every statement that writes the table).
+CREATE DOMAIN maintenance.order_number AS text CHECK (VALUE ~ '^[0-9]{1,10}$');
+CREATE DOMAIN maintenance.order_status AS text CHECK (VALUE IN ('open', 'close_requested', 'closed'));
+ALTER EXTENSION pg_toolgate DROP DOMAIN maintenance.order_number;
+ALTER EXTENSION pg_toolgate DROP DOMAIN maintenance.order_status;
+ALTER DOMAIN maintenance.order_number OWNER TO maintenance_owner;
+ALTER DOMAIN maintenance.order_status OWNER TO maintenance_owner;
+ALTER TABLE maintenance.work_orders DROP CONSTRAINT work_orders_order_id_check,
+    DROP CONSTRAINT work_orders_status_check,
+    ALTER COLUMN order_id TYPE maintenance.order_number, ALTER COLUMN status TYPE maintenance.order_status;
 
 -- The tenant a second time: even the owner's own functions see only the rows of the tenant the
 -- gate verified for the call in progress (and none outside a call).
@@ -1457,9 +1465,6 @@ GRANT SELECT ON toolgate.administrators TO toolgate_admin, toolgate_auditor;
 --    sql/outbox.sql installs them.
 ------------------------------------------------------------------------------------------------
 
-ALTER TABLE toolgate.audit DROP CONSTRAINT audit_outcome_check;
-ALTER TABLE toolgate.audit ADD CONSTRAINT audit_outcome_check
-    CHECK (outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING', 'UNCERTAIN', 'PARTIAL'));
 
 ------------------------------------------------------------------------------------------------
 -- Outbox tools: a write tool whose effect is delivered to an ERP outside the
@@ -1738,8 +1743,6 @@ BEGIN
 END
 $roles$;
 
-ALTER TABLE toolgate.audit DROP CONSTRAINT audit_kind_check;
-ALTER TABLE toolgate.audit ADD CONSTRAINT audit_kind_check CHECK (kind IN ('call', 'confirm', 'read', 'dispatch'));
 
 ------------------------------------------------------------------------------------------------
 -- The dispatcher: `toolgate dispatch`, logged in as a member of
@@ -2459,3 +2462,106 @@ COMMENT ON FUNCTION toolgate.distribute(regclass[]) IS
     'On a Citus coordinator: the extension''s tables (and the ERP tables given) distributed by tenant, configuration as reference tables, the tenant_* entry points delegated to the tenant''s node.';
 REVOKE ALL ON FUNCTION toolgate.distribute(regclass[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.distribute(regclass[]) TO toolgate_admin;
+
+------------------------------------------------------------------------------------------------
+-- The closed lists of the tables every call writes as domains, not table CHECKs (as
+-- sql/bootstrap.sql makes them): the proposal's status (with the word 'invalidated'), the
+-- audit's kind and outcome (with 'dispatch', PENDING, UNCERTAIN and PARTIAL). The views over the
+-- audit are made again around the change of its columns' types, as sql/views.sql makes them.
+------------------------------------------------------------------------------------------------
+
+DROP VIEW toolgate.panel;
+DROP VIEW toolgate.effects;
+DROP VIEW toolgate.audit_log;
+DROP VIEW toolgate.alert_denials_per_hour;
+DROP VIEW toolgate.alert_repeated_denials;
+DROP VIEW toolgate.alert_tool_not_allowed;
+-- (The table's constraints go first: the domains' take their names.)
+ALTER TABLE toolgate.ledger DROP CONSTRAINT ledger_state_check;
+ALTER TABLE toolgate.proposals DROP CONSTRAINT proposals_status_check, DROP CONSTRAINT proposals_tier_check;
+ALTER TABLE toolgate.quota_usage DROP CONSTRAINT quota_usage_used_check;
+ALTER TABLE toolgate.audit DROP CONSTRAINT audit_kind_check, DROP CONSTRAINT audit_outcome_check;
+CREATE DOMAIN toolgate.ledger_state AS text CHECK (VALUE IN ('reserved', 'pending', 'settled'));
+CREATE DOMAIN toolgate.proposal_status AS text
+    CHECK (VALUE IN ('live', 'superseded', 'expired', 'declined', 'applied', 'invalidated'));
+CREATE DOMAIN toolgate.proposal_tier AS integer CHECK (VALUE BETWEEN 1 AND 3);
+CREATE DOMAIN toolgate.audit_kind AS text CHECK (VALUE IN ('call', 'confirm', 'read', 'dispatch'));
+CREATE DOMAIN toolgate.outcome AS text
+    CHECK (VALUE IN ('SUCCEEDED', 'NEEDS_CONFIRMATION', 'REJECTED', 'BLOCKED', 'CANCELLED', 'PENDING',
+                     'UNCERTAIN', 'PARTIAL'));
+CREATE DOMAIN toolgate.counter AS integer CHECK (VALUE >= 0);
+
+ALTER TABLE toolgate.ledger ALTER COLUMN state TYPE toolgate.ledger_state;
+ALTER TABLE toolgate.proposals ALTER COLUMN status TYPE toolgate.proposal_status,
+    ALTER COLUMN tier TYPE toolgate.proposal_tier;
+ALTER TABLE toolgate.quota_usage ALTER COLUMN used TYPE toolgate.counter;
+ALTER TABLE toolgate.audit ALTER COLUMN kind TYPE toolgate.audit_kind, ALTER COLUMN outcome TYPE toolgate.outcome;
+
+CREATE VIEW toolgate.audit_log AS
+SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
+       outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, duration_us
+  FROM toolgate.audit;
+
+CREATE VIEW toolgate.effects AS
+SELECT a.tenant_id, a.tool, a.target, CASE WHEN a.kind = 'dispatch' THEN a.detail->>'asked_by' ELSE a.actor END AS actor,
+       a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
+  FROM toolgate.audit a
+ WHERE (a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm'))
+    OR (a.kind = 'dispatch' AND a.effects > 0);
+
+CREATE VIEW toolgate.panel AS
+WITH calls AS (
+    SELECT a.tenant_id,
+           count(*) FILTER (WHERE a.kind = 'call'
+                              AND a.rule IS DISTINCT FROM 'schema_invalid'
+                              AND a.rule IS DISTINCT FROM 'identity_invalid') AS schema_valid,
+           count(*) FILTER (WHERE a.rule = 'schema_invalid') AS schema_rejected,
+           count(*) FILTER (WHERE a.outcome = 'BLOCKED') AS blocked_actions,
+           count(*) FILTER (WHERE a.replayed) AS duplicates_suppressed,
+           count(*) FILTER (WHERE a.rule = 'human_declined' AND NOT a.replayed) AS confirmation_denied,
+           count(*) FILTER (WHERE a.outcome = 'PARTIAL' AND NOT a.replayed) AS partial_results
+      FROM toolgate.audit a
+     GROUP BY a.tenant_id
+), made AS (
+    SELECT e.tenant_id, count(*) AS effects FROM toolgate.effects e GROUP BY e.tenant_id
+), queued AS (
+    SELECT o.tenant_id, count(*) FILTER (WHERE o.state = 'PENDING') AS pending,
+           count(*) FILTER (WHERE o.state = 'DEAD') AS dead_letters
+      FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'DEAD') GROUP BY o.tenant_id
+)
+SELECT coalesce(c.tenant_id, m.tenant_id, q.tenant_id) AS tenant_id,
+       coalesce(c.schema_valid, 0) AS schema_valid,
+       coalesce(c.schema_rejected, 0) AS schema_rejected,
+       coalesce(c.blocked_actions, 0) AS blocked_actions,
+       coalesce(c.duplicates_suppressed, 0) AS duplicates_suppressed,
+       coalesce(c.confirmation_denied, 0) AS confirmation_denied,
+       coalesce(c.partial_results, 0) AS partial_results,
+       coalesce(m.effects, 0) AS effects,
+       coalesce(q.pending, 0) AS pending,
+       coalesce(q.dead_letters, 0) AS dead_letters
+  FROM calls c FULL JOIN made m ON m.tenant_id = c.tenant_id
+  FULL JOIN queued q ON q.tenant_id = coalesce(c.tenant_id, m.tenant_id);
+
+CREATE VIEW toolgate.alert_denials_per_hour AS
+SELECT tenant_id, pg_catalog.date_trunc('hour', at) AS hour, count(*) AS denials
+  FROM toolgate.audit
+ WHERE outcome IN ('BLOCKED', 'REJECTED')
+ GROUP BY tenant_id, pg_catalog.date_trunc('hour', at);
+
+CREATE VIEW toolgate.alert_repeated_denials AS
+SELECT tenant_id, conversation_id, tool, count(*) AS denials, min(at) AS first_at, max(at) AS last_at
+  FROM toolgate.audit
+ WHERE outcome IN ('BLOCKED', 'REJECTED') AND conversation_id IS NOT NULL
+ GROUP BY tenant_id, conversation_id, tool
+HAVING count(*) >= 3;
+
+CREATE VIEW toolgate.alert_tool_not_allowed AS
+SELECT a.tenant_id, a.tool, count(*) AS attempts, max(a.at) AS last_at
+  FROM toolgate.audit a
+ WHERE a.rule = 'tool_not_allowed'
+   AND NOT EXISTS (SELECT 1 FROM toolgate.policies p WHERE p.tenant_id = a.tenant_id AND p.tool = a.tool)
+ GROUP BY a.tenant_id, a.tool;
+
+GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
+                toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed
+TO toolgate_auditor, toolgate_admin, toolgate_operator;

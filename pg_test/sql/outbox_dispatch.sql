@@ -72,4 +72,4 @@ SELECT kind, tool, target, outcome, rule, effects, actor, detail FROM toolgate.a
 SET ROLE toolgate_dispatcher;
 SELECT count(*) AS nothing_due FROM toolgate.claim_outbox(10);
 RESET ROLE;
-SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'audit_kind_check';
+SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contypid = 'toolgate.audit_kind'::regtype;

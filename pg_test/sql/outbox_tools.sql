@@ -287,4 +287,4 @@ SELECT tenant_id, pending FROM toolgate.panel WHERE tenant_id = 'shopping-a';
 SELECT count(*) AS remote_effects FROM toolgate.effects WHERE tool LIKE 'remote_order%';
 RESET ROLE;
 -- The audit takes the new words, and no other.
-SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'audit_outcome_check';
+SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contypid = 'toolgate.outcome'::regtype;
