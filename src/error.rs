@@ -48,6 +48,8 @@ pub enum GateError {
     ReadOnly,
     #[error("pg_toolgate: internal error (the server log has the details)")]
     Internal,
+    #[error("pg_toolgate: the idempotency key was settled by a concurrent call; a retry replays its reply")]
+    ConcurrentKey,
 }
 
 impl GateError {
@@ -55,6 +57,7 @@ impl GateError {
         match self {
             GateError::ReadOnly => PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
             GateError::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            GateError::ConcurrentKey => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
         }
     }
 

@@ -62,6 +62,7 @@ mod gate;
 mod jsonb;
 mod spi;
 mod subxact;
+mod xactlock;
 
 extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 extension_sql_file!(

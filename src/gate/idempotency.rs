@@ -1,8 +1,10 @@
 //! Step 3: the idempotency ledger. The key is (tenant, tool, idempotency_key) and carries the
-//! canonical digest of the arguments and the actor who reserved it. Reservation is
-//! `INSERT … ON CONFLICT DO NOTHING`: a second call with the same key waits for the first to
-//! commit, then reads what it left. A key answers only its own actor: another actor of the tenant
-//! who sends it gets `idempotency_key_reused`, never the first actor's reply or proposal.
+//! canonical digest of the arguments and the actor who first sent it. A call holds its key with a
+//! lock no client can take (`xactlock`) until its transaction ends: a second call with the same
+//! key waits for the first to commit or roll back, then reads what it left. The ledger's row is
+//! written once, when the call is decided: settled with its reply, or pending with its proposal;
+//! a denial writes none. A key answers only its own actor: another actor of the tenant who sends
+//! it gets `idempotency_key_reused`, never the first actor's reply or proposal.
 
 use pgrx::spi::SpiResult;
 use serde_json::{json, Value};
@@ -11,9 +13,10 @@ use toolgate_core::token::Identity;
 
 use super::contract::Checked;
 use super::{Deny, Step};
-use crate::spi;
+use crate::{spi, xactlock};
 
 /// A ledger key.
+#[derive(Clone)]
 pub struct Key {
     pub tenant: String,
     pub actor: String,
@@ -36,8 +39,8 @@ impl Key {
 
 /// What the ledger says about a key.
 pub enum Reservation {
-    /// This call owns the key until its transaction ends: go on through the gate.
-    Owned,
+    /// This call holds the key until its transaction ends: go on through the gate.
+    Owned(Held),
     /// The key was settled with these very arguments: this is the reply.
     Settled(Reply),
     /// A proposal is waiting for a person under this key: that same proposal.
@@ -53,12 +56,16 @@ struct Existing {
 }
 
 /// What the ledger holds under `k`. A settled key never changes again, so it is read without
-/// locking its row (a replay writes nothing but its audit row); any other state is read again
-/// under the row lock, because the caller may take the key over.
+/// any lock (a replay writes nothing but its audit row and waits for nobody); otherwise the key's
+/// lock is taken, waiting for any call holding it, and the row read again under its row lock
+/// (a confirmation settling it holds that one), because the caller may take the key.
 fn existing(k: &Key) -> Option<Existing> {
     match read_existing(k, false) {
         Some(row) if row.state == "settled" => Some(row),
-        _ => read_existing(k, true),
+        _ => {
+            xactlock::hold(xactlock::LEDGER_KEY, toolgate_core::digest::key_lock_id(&[&k.tenant, &k.tool, &k.key]));
+            read_existing(k, true)
+        }
     }
 }
 
@@ -100,72 +107,104 @@ fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
     })
 }
 
-/// Reserve `k`, or learn what an earlier call with the same key left.
+/// Hold `k`, or learn what an earlier call with the same key left.
 pub fn reserve(k: &Key) -> Step<Reservation> {
-    for _ in 0..8 {
-        let inserted = spi::run(
-            "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state) \
-             VALUES ($1, $2, $3, $4, $5, 'reserved') ON CONFLICT DO NOTHING RETURNING 1",
-            &[
-                k.tenant.clone().into(),
-                k.tool.clone().into(),
-                k.key.clone().into(),
-                k.digest.clone().into(),
-                k.actor.clone().into(),
-            ],
-        );
-        if inserted == 1 {
-            return Ok(Reservation::Owned);
+    let Some(row) = existing(k) else { return Ok(Reservation::Owned(Held { key: k.clone(), row: false })) };
+    // Another actor's key: neither its reply, nor its proposal, nor whether the arguments match.
+    if row.actor != k.actor {
+        return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_actor"})));
+    }
+    if row.digest != k.digest {
+        return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_arguments"})));
+    }
+    match (row.state.as_str(), row.reply, row.proposal) {
+        ("settled", Some(reply), _) => {
+            let reply: Reply = serde_json::from_str(&reply).expect("the ledger stores replies");
+            Ok(Reservation::Settled(reply))
         }
-        // The row is committed (ON CONFLICT waited for its writer); read it. It may have been
-        // released in between: then try the insert again.
-        let Some(row) = existing(k) else { continue };
-        // Another actor's key: neither its reply, nor its proposal, nor whether the arguments match.
-        if row.actor != k.actor {
-            return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_actor"})));
-        }
-        if row.digest != k.digest {
-            return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_arguments"})));
-        }
-        match (row.state.as_str(), row.reply, row.proposal) {
-            ("settled", Some(reply), _) => {
-                let reply: Reply = serde_json::from_str(&reply).expect("the ledger stores replies");
-                return Ok(Reservation::Settled(reply));
-            }
-            ("pending", _, Some(view)) => return Ok(Reservation::Pending(view)),
-            _ => {
-                // A proposal that expired or was superseded settled nothing: take the key over.
-                spi::run(
-                    "UPDATE toolgate.ledger SET state = 'reserved', proposal_id = NULL \
-                     WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-                    &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
-                );
-                return Ok(Reservation::Owned);
-            }
+        ("pending", _, Some(view)) => Ok(Reservation::Pending(view)),
+        // A proposal that expired or was superseded settled nothing: the key is this call's, and
+        // its row is written over when the call is decided.
+        _ => Ok(Reservation::Owned(Held { key: k.clone(), row: true })),
+    }
+}
+
+/// A key this call holds until its transaction ends. Nothing is written for it until the call
+/// is decided (a denial writes nothing): then its one row, or the row a dead proposal left
+/// (`row`), written over.
+pub struct Held {
+    key: Key,
+    row: bool,
+}
+
+impl Held {
+    /// The key waits for a person's answer to `proposal_id`.
+    pub fn pend(&self, proposal_id: &str) {
+        let k = &self.key;
+        if self.row {
+            spi::run(
+                "UPDATE toolgate.ledger SET state = 'pending', proposal_id = $4::uuid \
+                 WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
+                &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), proposal_id.into()],
+            );
+        } else {
+            written(spi::run(
+                "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, proposal_id) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', $6::uuid) ON CONFLICT DO NOTHING RETURNING 1",
+                &[
+                    k.tenant.clone().into(),
+                    k.tool.clone().into(),
+                    k.key.clone().into(),
+                    k.digest.clone().into(),
+                    k.actor.clone().into(),
+                    proposal_id.into(),
+                ],
+            ));
         }
     }
-    panic!("idempotency ledger: the key kept changing under the reservation");
+
+    /// The key is done: every retry gets `reply` back.
+    pub fn settle(&self, reply: &Reply) {
+        let k = &self.key;
+        if self.row {
+            spi::run(
+                "UPDATE toolgate.ledger SET state = 'settled', proposal_id = NULL, reply = $4::jsonb, \
+                 settled_at = pg_catalog.now() WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
+                &[
+                    k.tenant.clone().into(),
+                    k.tool.clone().into(),
+                    k.key.clone().into(),
+                    crate::jsonb::arg(&reply.to_json()),
+                ],
+            );
+        } else {
+            written(spi::run(
+                "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, reply, settled_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'settled', $6::jsonb, pg_catalog.now()) ON CONFLICT DO NOTHING RETURNING 1",
+                &[
+                    k.tenant.clone().into(),
+                    k.tool.clone().into(),
+                    k.key.clone().into(),
+                    k.digest.clone().into(),
+                    k.actor.clone().into(),
+                    crate::jsonb::arg(&reply.to_json()),
+                ],
+            ));
+        }
+    }
 }
 
-/// A denial settles nothing: give the key back so a later call is judged afresh.
-pub fn release(k: &Key) {
-    spi::run(
-        "DELETE FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3 \
-         AND state = 'reserved'",
-        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
-    );
+/// The key's row went in. It cannot be there already when the key was held and read empty,
+/// unless the call's snapshot is older than the call that wrote it (REPEATABLE READ or
+/// SERIALIZABLE: the insert itself then raises 40001) or a writer went around the key's lock: the
+/// transaction, effect included, is rolled back with 40001, and a retry replays.
+fn written(rows: usize) {
+    if rows != 1 {
+        crate::error::GateError::ConcurrentKey.raise();
+    }
 }
 
-/// The key now waits for a person's answer to `proposal_id`.
-pub fn pend(k: &Key, proposal_id: &str) {
-    spi::run(
-        "UPDATE toolgate.ledger SET state = 'pending', proposal_id = $4::uuid \
-         WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), proposal_id.into()],
-    );
-}
-
-/// The key is done: every retry gets `reply` back.
+/// A confirmation's key is done: every retry gets `reply` back (its row waited, pending).
 pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) {
     let stored: Value = reply.to_json();
     spi::run(

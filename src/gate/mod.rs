@@ -162,57 +162,65 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
 
     // 3. Idempotency: a settled key replays, a pending one returns its proposal.
     let key = idempotency::Key::of(&who, call.tool, &args);
-    match audit.step(StepName::Idempotency, idempotency::reserve(&key))? {
+    let held = match audit.step(StepName::Idempotency, idempotency::reserve(&key))? {
         Reservation::Settled(reply) => return Ok(reply.replay()),
         Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay()),
-        Reservation::Owned => {}
-    }
-    // Steps 4 to 8 in one subtransaction: the ERP's rows the target locks, the effect changes.
-    match scope::scope(audit, |audit| decide(&who, conversation, call.tool, &args, &key, audit)) {
-        Ok(decided) => Ok(decided.settle()),
-        Err(deny) => {
-            idempotency::release(&key);
-            Err(deny)
-        }
-    }
+        Reservation::Owned(held) => held,
+    };
+    // Steps 4 to 8 in one subtransaction: the ERP's rows the target locks, the effect changes. A
+    // denial writes nothing to the ledger: the key is free again when the transaction ends.
+    scope::scope(audit, |audit| decide(&who, conversation, call.tool, &args, &held, audit)).map(Decided::settle)
 }
 
 /// What the steps in a scope came to: the reply, and the key it settles when it is final.
-struct Decided {
+struct Decided<'k> {
     reply: Reply,
-    /// Tenant, tool and idempotency key.
-    settles: Option<(String, String, String)>,
+    settles: Option<Settles<'k>>,
 }
 
-impl Decided {
+/// The key a final reply settles.
+enum Settles<'k> {
+    /// A call's, which it holds: its row written now.
+    Held(&'k idempotency::Held),
+    /// A confirmation's (tenant, tool and idempotency key): its pending row.
+    Pending(String, String, String),
+}
+
+impl<'k> Decided<'k> {
     /// A reply that settles no key: a proposal (its key stays pending) or a replay.
-    fn reply(reply: Reply) -> Decided {
+    fn reply(reply: Reply) -> Decided<'k> {
         Decided { reply, settles: None }
     }
 
-    fn settling(reply: Reply, tenant: &str, tool: &str, key: &str) -> Decided {
-        Decided { reply, settles: Some((tenant.to_string(), tool.to_string(), key.to_string())) }
+    fn settling(reply: Reply, held: &'k idempotency::Held) -> Decided<'k> {
+        Decided { reply, settles: Some(Settles::Held(held)) }
+    }
+
+    fn settling_pending(reply: Reply, tenant: &str, tool: &str, key: &str) -> Decided<'k> {
+        Decided { reply, settles: Some(Settles::Pending(tenant.to_string(), tool.to_string(), key.to_string())) }
     }
 
     /// Settle the key in the caller's transaction itself, after the scope: the ledger row's
     /// transaction is then the call's (the load check matches effects to calls by it).
     fn settle(self) -> Reply {
-        if let Some((tenant, tool, key)) = &self.settles {
-            idempotency::settle(tenant, tool, key, &self.reply);
+        match &self.settles {
+            Some(Settles::Held(held)) => held.settle(&self.reply),
+            Some(Settles::Pending(tenant, tool, key)) => idempotency::settle(tenant, tool, key, &self.reply),
+            None => {}
         }
         self.reply
     }
 }
 
 /// Steps 4 to 8 for a call that owns its idempotency key.
-fn decide(
+fn decide<'k>(
     who: &Identity,
     conversation: &str,
     tool: &str,
     args: &contract::Checked,
-    key: &idempotency::Key,
+    held: &'k idempotency::Held,
     audit: &mut Audit,
-) -> Step<Decided> {
+) -> Step<Decided<'k>> {
     // 4. Authorization: kill switch, policy row, role, then the target in the caller's tenant.
     let (policy, target) = authorize(who, tool, args, Sought::Call, audit)?;
 
@@ -232,7 +240,7 @@ fn decide(
         audit.step(StepName::Confirmation, Ok(()))?;
         audit.note("tier", json!(tier));
         audit.proposal(&view.id);
-        idempotency::pend(key, &view.id);
+        held.pend(&view.id);
         return Ok(Decided::reply(Reply::needs_confirmation(view)));
     }
 
@@ -242,7 +250,7 @@ fn decide(
         quota::refund(&who.tenant, conversation, tool);
     }
     let reply = audit.step(StepName::Effect, applied)?;
-    Ok(Decided::settling(reply, &key.tenant, tool, &key.key))
+    Ok(Decided::settling(reply, held))
 }
 
 /// Where step 4's target comes from.
@@ -318,7 +326,11 @@ fn run_confirm(
 
 /// A verified answer to a proposal: the proposal locked and judged, then steps 4 and 5 again and
 /// the effect.
-fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, audit: &mut Audit) -> Step<Decided> {
+fn decide_proposal(
+    who: &Identity,
+    answer: &toolgate_core::token::Confirmation,
+    audit: &mut Audit,
+) -> Step<Decided<'static>> {
     let mut p = audit.step(StepName::Confirmation, confirmation::load(who, &answer.proposal))?;
     audit.tool(&p.tool);
     audit.conversation(&p.conversation);
@@ -334,7 +346,7 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
         Answer::Replay(reply) => return Ok(Decided::reply(reply.replay())),
         Answer::Declined => {
             confirmation::decide(&p, "declined");
-            return Ok(Decided::settling(Reply::denied(Rule::HumanDeclined), &who.tenant, &p.tool, &p.key));
+            return Ok(Decided::settling_pending(Reply::denied(Rule::HumanDeclined), &who.tenant, &p.tool, &p.key));
         }
         Answer::Approved => {}
     }
@@ -369,7 +381,7 @@ fn decide_proposal(who: &Identity, answer: &toolgate_core::token::Confirmation, 
 
     let reply = audit.step(StepName::Effect, effect::apply(&intent))?;
     confirmation::decide(&p, "applied");
-    Ok(Decided::settling(reply, &who.tenant, &p.tool, &p.key))
+    Ok(Decided::settling_pending(reply, &who.tenant, &p.tool, &p.key))
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

@@ -1,0 +1,29 @@
+//! A lock held until the transaction ends, on a name no SQL statement can take or wait on: the
+//! lock manager's user-lock tag, which no SQL function takes (the advisory-lock functions take
+//! the advisory tag). A client cannot hold it to stall the gate, as it could an advisory lock, and
+//! it shows in `pg_locks` as `userlock`, with its waits, deadlocks and `lock_timeout` as any
+//! other heavyweight lock's. The `unsafe` of it is here.
+
+use pgrx::pg_sys;
+
+/// The names' spaces (the tag's fourth field).
+pub const LEDGER_KEY: u16 = 1;
+
+/// Wait for, then hold until the transaction ends (or the subtransaction that took it is rolled
+/// back), the lock named `id` in `space`, in this database.
+pub fn hold(space: u16, id: u64) {
+    // SAFETY: MyDatabaseId is set once the backend is connected to a database, before any SQL
+    // function runs; LockAcquire copies the tag and raises (never returns) on a deadlock,
+    // a timeout or a cancel.
+    unsafe {
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: pg_sys::MyDatabaseId.to_u32(),
+            locktag_field2: (id >> 32) as u32,
+            locktag_field3: id as u32,
+            locktag_field4: space,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_USERLOCK as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        };
+        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, false);
+    }
+}
