@@ -41,7 +41,7 @@ done
 base=$(git rev-parse --verify "$base^{commit}")
 seconds=${BENCH_SECONDS:-4} rounds=${BENCH_ROUNDS:-3}
 read -r -a clients <<<"${BENCH_CLIENTS:-1 4 16}"
-read -r -a workloads <<<"${COMPARE_WORKLOADS:-floor_close gated_close floor_pair gated_pair replay denial purchase}"
+read -r -a workloads <<<"${COMPARE_WORKLOADS:-floor_close floor_bound_close gated_close floor_pair floor_bound_pair gated_pair replay denial purchase}"
 calls=${COMPARE_CALLS:-300} warm=${COMPARE_WARM:-100}
 dir=$(realpath -m "${COMPARE_DIR:-target/compare}")
 if $instructions && ! command -v valgrind >/dev/null; then
@@ -99,12 +99,20 @@ for v in base this; do
     load "$v"
 done
 
+# has V WORKLOAD: V's database can run WORKLOAD (its own script, or this tree's floors, which
+# bench_load gave it if it has the example ERP).
+has() {
+    [ -f "${src[$1]}/bench/$2.sql" ] || { [ -f "${src[$1]}/examples/maintenance/maintenance.sql" ] && [ -f "$root/bench/$2.sql" ]; }
+}
+
 # bench V WORKLOAD ARGS…: pgbench against V's database with the workload's script and tokens.
 bench() {
     local v=$1 w=$2
     shift 2
+    local script=${src[$v]}/bench/$w.sql
+    [ -f "$script" ] || script=$root/bench/$w.sql  # a floor BASE did not have: this tree's
     "${pgbin[$v]}/pgbench" -n -M prepared -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@" \
-        -f "${src[$v]}/bench/$w.sql" -D token="${tokens[$v]}" -D token1="${tokens1[$v]}" \
+        -f "$script" -D token="${tokens[$v]}" -D token1="${tokens1[$v]}" \
         -D technician="${technicians[$v]}" toolgate_bench
 }
 
@@ -149,6 +157,7 @@ if $instructions; then
     }
     for w in "${workloads[@]}"; do
         for v in base this; do
+            has "$v" "$w" || continue
             a=$(backend_instructions "$v" "$w" "$warm")
             b=$(backend_instructions "$v" "$w" $((warm + calls)))
             printf '%s\t%s\t%s\n' "$v" "$w" $(((b - a) / calls)) | tee -a "$results"
@@ -164,6 +173,7 @@ else
         for round in $(seq "$rounds"); do
             for w in "${workloads[@]}"; do
                 for v in base this; do
+                    has "$v" "$w" || continue
                     tps=$(bench "$v" "$w" -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" 2>&1 |
                         sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p')
                     printf '%s\t%s\t%s\t%s\t%s\n' "$v" "$w" "$c" "$round" "$tps" | tee -a "$results"

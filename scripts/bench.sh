@@ -219,7 +219,7 @@ fi
 log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do
-        for w in floor_close gated_close floor_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
+        for w in floor_close floor_bound_close gated_close floor_pair floor_bound_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
             run "$w" "$c" toolgate_bench "$w" "$round" "$duration"
         done
     done

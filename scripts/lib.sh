@@ -305,8 +305,8 @@ toolgate_cli() {
 
 # bench_load HOST PORT DB ORDERS SRC KEYS: the benchmark's database DB (made again if it is there)
 # on the server at HOST:PORT: the extension, the example ERP of the tree SRC (a tree from before
-# 0.2.0 has none, its ERP was built in) and SRC's bench/setup.sql (ORDERS work orders per
-# tenant), and the benchmark's keys, from the directory KEYS (made there with $TOOLGATE_BIN when
+# 0.2.0 has none, its ERP was built in), SRC's bench/setup.sql (ORDERS work orders per
+# tenant) and bench/floors.sql (this tree's if SRC has none but has the example), and the benchmark's keys, from the directory KEYS (made there with $TOOLGATE_BIN when
 # missing), registered. Then sets token, token1 and technician, the identities its workloads take.
 # shellcheck disable=SC2034
 bench_load() {
@@ -317,6 +317,13 @@ bench_load() {
         sql "$h" "$p" "$db" -f "$src/examples/maintenance/maintenance.sql" >/dev/null
     fi
     sql "$h" "$p" "$db" -v orders="$orders" -f "$src/bench/setup.sql" >/dev/null
+    # The floors that do the same work: SRC's, or this tree's for a tree from before they were
+    # (one with the example ERP they run).
+    if [ -f "$src/bench/floors.sql" ]; then
+        sql "$h" "$p" "$db" -f "$src/bench/floors.sql" >/dev/null
+    elif [ -f "$src/examples/maintenance/maintenance.sql" ]; then
+        sql "$h" "$p" "$db" -f "$root/bench/floors.sql" >/dev/null
+    fi
     mkdir -p "$keys"
     for kid in idp-bench idp-bench1 chan-bench1; do
         [ -f "$keys/$kid.key" ] || "$TOOLGATE_BIN" keygen --dir "$keys" --kid "$kid" >/dev/null
