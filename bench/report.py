@@ -370,6 +370,104 @@ def compare(results, base_name, this_name):
             print(f"| {label} |{cells}")
 
 
+# Where a transaction's instructions go (scripts/bench-compare.sh --steps): each row a function of
+# the steps build, with all it calls (inclusive), and under the rows a function is the parent of,
+# what is left of it. (label, function, parent); a row whose parent is None starts an entry point.
+REQUEST = [
+    ("the gate (`gate::request`)", "pg_toolgate::gate::request", "call_wrapper"),
+    ("1 identity", "pg_toolgate::gate::identify", "pg_toolgate::gate::request"),
+    ("2 contract: schema, canonical form, digest and HMAC", "pg_toolgate::gate::contract::check", "pg_toolgate::gate::request"),
+    ("3 idempotency: the key held, the ledger read", "pg_toolgate::gate::idempotency::reserve", "pg_toolgate::gate::request"),
+    ("the subtransaction steps 4 to 8 run in", "pg_toolgate::gate::scope::scope", "pg_toolgate::gate::request"),
+    ("steps 4 to 8", "pg_toolgate::gate::decide", "pg_toolgate::gate::scope::scope"),
+    ("4 authorization: policy, role, the target's locked read", "pg_toolgate::gate::authorize", "pg_toolgate::gate::decide"),
+    ("5 domain rules", "pg_toolgate::gate::check_domain", "pg_toolgate::gate::decide"),
+    ("6 quota", "pg_toolgate::gate::quota::consume", "pg_toolgate::gate::decide"),
+]
+STEPS = {
+    "gated_close": [("the C function `call`: the arguments in, the gate, the reply out", "call_wrapper", None)]
+    + REQUEST
+    + [
+        ("8 effect: the bound effect function", "pg_toolgate::gate::effect::apply", "pg_toolgate::gate::decide"),
+        ("the ledger's row (settled)", "pg_toolgate::gate::Decided::settle", "pg_toolgate::gate::request"),
+        ("the audit row", "pg_toolgate::audit::Audit::record", "pg_toolgate::gate::request"),
+    ],
+    "gated_propose": [("the C function `call`: the arguments in, the gate, the reply out", "call_wrapper", None)]
+    + REQUEST
+    + [
+        ("7 the proposal: conversation, supersede, consent text, row", "pg_toolgate::gate::confirmation::propose", "pg_toolgate::gate::decide"),
+        ("the ledger's row (pending)", "pg_toolgate::gate::idempotency::Held::pend", "pg_toolgate::gate::decide"),
+        ("the audit row", "pg_toolgate::audit::Audit::record", "pg_toolgate::gate::request"),
+    ],
+    "gated_confirm": [
+        ("the C function `confirm`: the arguments in, the gate, the reply out", "confirm_wrapper", None),
+        ("the gate (`gate::confirm`)", "pg_toolgate::gate::confirm", "confirm_wrapper"),
+        ("1 identity", "pg_toolgate::gate::identify", "pg_toolgate::gate::confirm"),
+        ("7 the answer's signature", "pg_toolgate::gate::confirmation::verify_token", "pg_toolgate::gate::confirm"),
+        ("the subtransaction the rest runs in", "pg_toolgate::gate::scope::scope", "pg_toolgate::gate::confirm"),
+        ("the proposal judged, steps 4, 5 and 8", "pg_toolgate::gate::decide_proposal", "pg_toolgate::gate::scope::scope"),
+        ("7 the target locked, the proposal locked and read", "pg_toolgate::gate::confirmation::load", "pg_toolgate::gate::decide_proposal"),
+        ("7 the answer judged", "pg_toolgate::gate::confirmation::judge", "pg_toolgate::gate::decide_proposal"),
+        ("4 authorization (the target already locked)", "pg_toolgate::gate::authorize", "pg_toolgate::gate::decide_proposal"),
+        ("5 domain rules", "pg_toolgate::gate::check_domain", "pg_toolgate::gate::decide_proposal"),
+        ("8 effect: the bound effect function", "pg_toolgate::gate::effect::apply", "pg_toolgate::gate::decide_proposal"),
+        ("the proposal marked applied", "pg_toolgate::gate::confirmation::decide", "pg_toolgate::gate::decide_proposal"),
+        ("the ledger's row (settled)", "pg_toolgate::gate::Decided::settle", "pg_toolgate::gate::confirm"),
+        ("the audit row", "pg_toolgate::audit::Audit::record", "pg_toolgate::gate::confirm"),
+    ],
+}
+
+
+def inclusive(path):
+    """function -> inclusive instructions, from `callgrind_annotate --inclusive=yes` output."""
+    costs = {}
+    for line in open(path):
+        m = re.match(r"^\s*([\d,]+) \([ \d.]+%\)\s+(.*)$", line)
+        if not m or m.group(2) == "PROGRAM TOTALS":
+            continue
+        where = re.sub(r" \[[^\]]*\]$", "", m.group(2))
+        function = where.split(":", 1)[1] if ":" in where else where
+        function = re.sub(r"::h[0-9a-f]{16}$", "", function)
+        costs[function] = costs.get(function, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def steps(workload, before, after, calls, total_before, total_after):
+    """The --steps table of WORKLOAD: each function's inclusive instructions in the callgrind
+    summary AFTER less those in BEFORE, per transaction (CALLS more in AFTER)."""
+    calls = int(calls)
+    a, b = inclusive(before), inclusive(after)
+
+    def per(function):
+        return (b.get(function, 0) - a.get(function, 0)) / calls
+
+    total = (int(total_after) - int(total_before)) / calls
+    rows = STEPS[workload]
+    print(f"\n`{workload}`: {total:,.0f} instructions per transaction\n")
+    print("| where | instructions | share |\n|---|---:|---:|")
+    roots = [f for _, f, parent in rows if parent is None]
+    outside = total - sum(per(f) for f in roots)
+    print(f"| PostgreSQL around the call: the statement's parse, plan and executor, the commit | {outside:,.0f} | {outside / total:.1%} |")
+    # Split into entry points, each a root and the rows under it.
+    groups = []
+    for row in rows:
+        if row[2] is None:
+            groups.append([])
+        groups[-1].append(row)
+    for group in groups:
+        for index, (label, function, parent) in enumerate(group):
+            value = per(function)
+            print(f"| {label} | {value:,.0f} | {value / total:.1%} |")
+            # After a parent's last child: what is left of the parent.
+            for p in dict.fromkeys(p for _, _, p in group[: index + 1] if p is not None):
+                children = [f for _, f, q in group if q == p]
+                last = max(i for i, (_, _, q) in enumerate(group) if q == p)
+                if last == index:
+                    rest = per(p) - sum(per(f) for f in children)
+                    name = next(lbl for lbl, f, _ in group if f == p)
+                    print(f"| … the rest of {name} | {rest:,.0f} | {rest / total:.1%} |")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(*sys.argv[2:7])
@@ -379,5 +477,7 @@ if __name__ == "__main__":
         versions(*sys.argv[2:])
     elif sys.argv[1] == "compare":
         compare(*sys.argv[2:5])
+    elif sys.argv[1] == "steps":
+        steps(*sys.argv[2:8])
     else:
         sys.exit(__doc__)

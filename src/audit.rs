@@ -153,6 +153,7 @@ impl Audit {
     }
 
     /// Write the row, and for a denial the LOG line, in the caller's transaction.
+    #[cfg_attr(feature = "steps", inline(never))]
     pub fn record(&self, reply: &Reply) {
         let rule = reply.rule.map(|r| r.as_str());
         let detail = crate::jsonb::arg(&Value::Object(self.detail.clone()));

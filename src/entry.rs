@@ -103,6 +103,7 @@ fn routed_by(tenant: Option<&str>) -> Option<&str> {
     Some(tenant.unwrap_or_default())
 }
 
+#[cfg_attr(feature = "steps", inline(never))]
 fn write_call(
     tool: Option<&str>,
     identity: Option<&str>,

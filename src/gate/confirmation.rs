@@ -15,6 +15,7 @@ use super::{clock, Deny, Step};
 use crate::spi;
 
 /// Store a proposal, superseding the conversation's live one, and return what the person sees.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn propose(
     who: &Identity,
     conversation: &str,
@@ -116,6 +117,7 @@ pub struct Stored {
 }
 
 /// The confirmation token, verified against a channel key of the caller's tenant.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
     let deny = |e| refused(Rule::ConfirmationInvalid, e);
     let kid = token::key_id(token).map_err(deny)?;
@@ -124,6 +126,7 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
 }
 
 /// The proposal a confirmation names, in the caller's tenant only, locked for the decision.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
@@ -195,6 +198,7 @@ pub enum Answer {
 
 /// Judge the answer: the proposal is live, the answer is the proposer's, newer than the proposal,
 /// and says yes in the words the tier requires.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
     // Only a decided proposal has one (see `load`).
     if let Some(reply) = &p.settled_reply {
@@ -266,6 +270,7 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
 /// Record the person's decision on the proposal. The wall clock is a parameter, not
 /// clock_timestamp() in the statement: Citus refuses a volatile function in an UPDATE of a
 /// distributed table.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \

@@ -92,6 +92,7 @@ fn compiled(tool: &str, version: i32, text: &str) -> Rc<Contract> {
 
 /// Check `args` against the tool's contract; the audit learns the args' HMAC and the schema
 /// version whatever the verdict.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn check(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
     check_kind(tool_name, false, args, oversize, audit)
 }

@@ -16,6 +16,7 @@ use crate::{context, spi};
 /// Apply `intent`. The DBA's statements cannot carry the kill switch: it is read now, under the
 /// newest committed state, after the target function locked every row the effect writes and
 /// right before the effect, so a switch turned off while the call waited for those rows is seen.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn apply(intent: &Intent) -> Step<Reply> {
     if !writes_enabled(&intent.binding.tool) {
         return Err(Deny::because(Rule::WriteDisabled, json!({"reason": "turned_off_meanwhile"})));

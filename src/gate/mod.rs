@@ -131,6 +131,7 @@ pub struct Call<'a> {
 /// recorded in the audit and held as the call's context (`toolgate.current_tenant()`). A call
 /// routed by a tenant (the `tenant_*` entry points, which a Citus cluster runs on the node that
 /// holds the tenant's rows) goes no further unless its token names that tenant.
+#[cfg_attr(feature = "steps", inline(never))]
 fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Step<Identity> {
     let verified = identity::verify(token).and_then(|who| identity::routed(who, routed));
     let who = audit.step(StepName::Identity, verified)?;
@@ -141,6 +142,7 @@ fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Ste
 
 /// A write tool's call (`toolgate.call`, and the contract's entry points named after their
 /// tools): the whole gate, in the caller's transaction.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn request(call: &Call) -> (Reply, Audit) {
     config::begin_call();
     let mut audit = Audit::start("call", call.tool);
@@ -202,6 +204,7 @@ impl<'k> Decided<'k> {
 
     /// Settle the key in the caller's transaction itself, after the scope: the ledger row's
     /// transaction is then the call's (the load check matches effects to calls by it).
+    #[cfg_attr(feature = "steps", inline(never))]
     fn settle(self) -> Reply {
         match &self.settles {
             Some(Settles::Held(held)) => held.settle(&self.reply),
@@ -213,6 +216,7 @@ impl<'k> Decided<'k> {
 }
 
 /// Steps 4 to 8 for a call that owns its idempotency key.
+#[cfg_attr(feature = "steps", inline(never))]
 fn decide<'k>(
     who: &Identity,
     conversation: &str,
@@ -264,6 +268,7 @@ enum Sought<'a> {
 
 /// Step 4, for a call and for a confirmation: the kill switch, the policy row and the role, then
 /// the target in the caller's tenant.
+#[cfg_attr(feature = "steps", inline(never))]
 fn authorize(
     who: &Identity,
     tool: &str,
@@ -288,6 +293,7 @@ fn authorize(
 
 /// Step 5, for a call and for a confirmation: the domain rules against the ERP's current state
 /// (the target's state, its value, the budget), and the arithmetic the audit keeps.
+#[cfg_attr(feature = "steps", inline(never))]
 fn check_domain<'a>(
     who: &Identity,
     args: &'a contract::Checked,
@@ -303,6 +309,7 @@ fn check_domain<'a>(
 }
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, routed: Option<&str>) -> Reply {
     config::begin_call();
     let mut audit = Audit::start("confirm", "confirm");
@@ -326,6 +333,7 @@ fn run_confirm(
 
 /// A verified answer to a proposal: the proposal locked and judged, then steps 4 and 5 again and
 /// the effect.
+#[cfg_attr(feature = "steps", inline(never))]
 fn decide_proposal(
     who: &Identity,
     answer: &toolgate_core::token::Confirmation,

@@ -8,6 +8,7 @@ use super::{Deny, Step};
 use crate::spi;
 
 /// Consume one call of `limit` (no limit: nothing to count). The calls used so far, after this one.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn consume(tenant: &str, conversation: &str, tool: &str, limit: Option<i32>) -> Step<Option<i32>> {
     let Some(limit) = limit else { return Ok(None) };
     let used = if limit < 1 {

@@ -30,6 +30,7 @@ thread_local! {
 /// answer says so itself (`Deny::undo`), so a refusal given later than it was found (the target a
 /// confirmation locks before the proposal, judged at step 4) rolls back as if given at once,
 /// and a refusal of the gate's own in between keeps what it wrote.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn scope<T>(audit: &mut Audit, f: impl FnOnce(&mut Audit) -> Step<T>) -> Step<T> {
     let result = scoped(true, || f(&mut *audit));
     result.map_err(|(deny, step)| match step {
