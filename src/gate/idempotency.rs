@@ -55,17 +55,23 @@ struct Existing {
     proposal: Option<ProposalView>,
 }
 
-/// What the ledger holds under `k`. A settled key never changes again, so it is read without
-/// any lock (a replay writes nothing but its audit row and waits for nobody); otherwise the key's
-/// lock is taken, waiting for any call holding it, and the row read again under its row lock
-/// (a confirmation settling it holds that one), because the caller may take the key.
+/// What the ledger holds under `k`, the key held by this call until its transaction ends. A key
+/// another call holds is first read without waiting: settled, it never changes again, and is
+/// answered at once (a replay waits for nobody and writes nothing but its audit row); otherwise
+/// this call waits for that one's transaction. A row not settled is read again under its row lock
+/// (a confirmation settling it holds that one), with its proposal, because the caller may take
+/// the key.
 fn existing(k: &Key) -> Option<Existing> {
-    match read_existing(k, false) {
-        Some(row) if row.state == "settled" => Some(row),
-        _ => {
-            xactlock::hold(xactlock::LEDGER_KEY, toolgate_core::digest::key_lock_id(&[&k.tenant, &k.tool, &k.key]));
-            read_existing(k, true)
+    let id = toolgate_core::digest::key_lock_id(&[&k.tenant, &k.tool, &k.key]);
+    if !xactlock::try_hold(xactlock::LEDGER_KEY, id) {
+        match read_existing(k, false) {
+            Some(row) if row.state == "settled" => return Some(row),
+            _ => xactlock::hold(xactlock::LEDGER_KEY, id),
         }
+    }
+    match read_existing(k, false) {
+        Some(row) if row.state != "settled" => read_existing(k, true),
+        found => found,
     }
 }
 
@@ -108,6 +114,7 @@ fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
 }
 
 /// Hold `k`, or learn what an earlier call with the same key left.
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn reserve(k: &Key) -> Step<Reservation> {
     let Some(row) = existing(k) else { return Ok(Reservation::Owned(Held { key: k.clone(), row: false })) };
     // Another actor's key: neither its reply, nor its proposal, nor whether the arguments match.
@@ -139,6 +146,7 @@ pub struct Held {
 
 impl Held {
     /// The key waits for a person's answer to `proposal_id`.
+    #[cfg_attr(feature = "steps", inline(never))]
     pub fn pend(&self, proposal_id: &str) {
         let k = &self.key;
         if self.row {
@@ -148,7 +156,9 @@ impl Held {
                 &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), proposal_id.into()],
             );
         } else {
-            written(spi::run(
+            insert(
+                "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, proposal_id) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', $6::uuid)",
                 "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, proposal_id) \
                  VALUES ($1, $2, $3, $4, $5, 'pending', $6::uuid) ON CONFLICT DO NOTHING RETURNING 1",
                 &[
@@ -159,11 +169,12 @@ impl Held {
                     k.actor.clone().into(),
                     proposal_id.into(),
                 ],
-            ));
+            );
         }
     }
 
     /// The key is done: every retry gets `reply` back.
+    #[cfg_attr(feature = "steps", inline(never))]
     pub fn settle(&self, reply: &Reply) {
         let k = &self.key;
         if self.row {
@@ -178,7 +189,9 @@ impl Held {
                 ],
             );
         } else {
-            written(spi::run(
+            insert(
+                "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, reply, settled_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'settled', $6::jsonb, pg_catalog.now())",
                 "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, reply, settled_at) \
                  VALUES ($1, $2, $3, $4, $5, 'settled', $6::jsonb, pg_catalog.now()) ON CONFLICT DO NOTHING RETURNING 1",
                 &[
@@ -189,22 +202,27 @@ impl Held {
                     k.actor.clone().into(),
                     crate::jsonb::arg(&reply.to_json()),
                 ],
-            ));
+            );
         }
     }
 }
 
-/// The key's row went in. It cannot be there already when the key was held and read empty,
-/// unless the call's snapshot is older than the call that wrote it (REPEATABLE READ or
-/// SERIALIZABLE: the insert itself then raises 40001) or a writer went around the key's lock: the
-/// transaction, effect included, is rolled back with 40001, and a retry replays.
-fn written(rows: usize) {
-    if rows != 1 {
+/// Insert the key's one row. It cannot be there already when the key was held and read empty,
+/// but for a snapshot older than the call that wrote it (REPEATABLE READ or SERIALIZABLE): there the
+/// insert is `ON CONFLICT DO NOTHING`, which raises 40001 on a row its snapshot cannot see, and a
+/// row it could see (written around the key's lock) rolls the transaction back with 40001 here;
+/// a retry replays. Under READ COMMITTED the key's lock keeps every other writer out, and the
+/// insert is a plain one (a row written around the lock would fail it, 23505).
+fn insert(plain: &'static str, on_conflict: &'static str, args: &[pgrx::datum::DatumWithOid]) {
+    if !xactlock::one_snapshot() {
+        spi::run(plain, args);
+    } else if spi::run(on_conflict, args) != 1 {
         crate::error::GateError::ConcurrentKey.raise();
     }
 }
 
 /// A confirmation's key is done: every retry gets `reply` back (its row waited, pending).
+#[cfg_attr(feature = "steps", inline(never))]
 pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) {
     let stored: Value = reply.to_json();
     spi::run(
