@@ -9,6 +9,12 @@
       taking turns) or "tree workload instructions" lines (--instructions); prints, for the
       trees BASE and THIS, the median TPS and the ratios of COMPARE with THIS's ÷ BASE's, or
       the instructions per transaction with THIS's ÷ BASE's
+  report.py steps WORKLOAD BEFORE AFTER CALLS TOTAL_BEFORE TOTAL_AFTER
+      the per-step table of scripts/bench-compare.sh --steps (BEFORE, AFTER: callgrind_annotate
+      --inclusive=yes outputs of a backend of W and of W + CALLS transactions)
+  report.py steps-section MARKDOWN TABLES LABEL
+      puts those tables into MARKDOWN as its section "Where a gated call's instructions go"
+      (which `report` keeps when it writes MARKDOWN again)
   report.py versions MARKDOWN OTHER…
       adds to MARKDOWN (the default version's report) a section with its ratios beside those of
       the OTHER reports (other PostgreSQL versions), replacing the section if it is there
@@ -226,8 +232,10 @@ def report(results, cores, md_path, svg_path, profile_path=None, replay_path=Non
         out.extend(profile_section(profile_path, replay_path, costs_path))
     out.append("")
     out.append(f"![TPS per workload and concurrency]({os.path.basename(svg_path)})")
+    # The per-step count (scripts/bench-compare.sh --steps) is not this run's: kept as it was.
+    kept = section_of(md_path, STEPS_HEADING)
     with open(md_path, "w") as f:
-        f.write("\n".join(out) + "\n")
+        f.write("\n".join(out) + "\n" + ("\n" + kept if kept else ""))
     write_svg(rows, clients, cores, today, svg_path)
 
 
@@ -270,6 +278,41 @@ def write_svg(rows, clients, cores, today, path):
 
 
 VERSIONS_HEADING = "## PostgreSQL versions side by side"
+STEPS_HEADING = "## Where a gated call's instructions go"
+
+
+def section_of(md_path, heading):
+    """The section HEADING of the markdown file (up to the next `## `), or ""."""
+    if not os.path.exists(md_path):
+        return ""
+    text = open(md_path).read()
+    if heading not in text:
+        return ""
+    rest = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    return heading + rest.rstrip("\n") + "\n"
+
+
+def steps_section(md_path, tables_path, label):
+    """Put the --steps tables (TABLES_PATH) into MD_PATH as its section STEPS_HEADING, in place of
+    the one there or at the end."""
+    section = (STEPS_HEADING + "\n\n" + f"Counted {label} by `scripts/bench-compare.sh --steps`: "
+               "valgrind's callgrind in one server process, one pgbench connection of 100 transactions "
+               "then another of 400, the second's instructions less the first's over 300 (so a count "
+               "does not move with the machine's load). Each row is a function of the gate in a build "
+               "with the feature `steps`, which keeps each step out of line so the profile can name it "
+               "(its totals are a little above the release build's), with everything it calls; "
+               "*the rest of* a row is what it does outside the rows under it. `gated_propose` and "
+               "`gated_confirm` are the two transactions of the confirmed close (`gated_pair`).\n"
+               + open(tables_path).read().rstrip("\n") + "\n")
+    text = open(md_path).read() if os.path.exists(md_path) else ""
+    if STEPS_HEADING in text:
+        before, after = text.split(STEPS_HEADING, 1)
+        rest = after.split("\n## ", 1)
+        text = before + section + ("\n## " + rest[1] if len(rest) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(md_path, "w") as f:
+        f.write(text)
 
 
 def ratios_of(md_path):
@@ -479,5 +522,7 @@ if __name__ == "__main__":
         compare(*sys.argv[2:5])
     elif sys.argv[1] == "steps":
         steps(*sys.argv[2:8])
+    elif sys.argv[1] == "steps-section":
+        steps_section(*sys.argv[2:5])
     else:
         sys.exit(__doc__)

@@ -218,6 +218,11 @@ fi
 
 if $steps; then
     cat "$work/steps.md"
+    # The section of the report of this PostgreSQL version's scripts/bench.sh run.
+    doc=docs/benchmarks$([ "$PG_MAJOR" = 15 ] || echo "-pg$PG_MAJOR").md
+    python3 bench/report.py steps-section "$doc" "$work/steps.md" \
+        "$(date -u +%F) at commit $(git rev-parse --short HEAD)$([ -z "$(git status --porcelain)" ] || echo +), PostgreSQL $PG_MAJOR,"
+    log "the tables are in $doc"
     exit 0
 fi
 python3 bench/report.py compare "$results" "$short" "$(git rev-parse --short HEAD)$([ -z "$(git status --porcelain)" ] || echo +)"
