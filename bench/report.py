@@ -300,7 +300,7 @@ def steps_section(md_path, tables_path, label):
                "then another of 400, the second's instructions less the first's over 300 (so a count "
                "does not move with the machine's load). Each row is a function of the gate in a build "
                "with the feature `steps`, which keeps each step out of line so the profile can name it "
-               "(its totals are a little above the release build's), with everything it calls; "
+               "(its totals differ a little from the release build's), with everything it calls; "
                "*the rest of* a row is what it does outside the rows under it. `gated_propose` and "
                "`gated_confirm` are the two transactions of the confirmed close (`gated_pair`).\n"
                + open(tables_path).read().rstrip("\n") + "\n")
@@ -498,15 +498,23 @@ def steps(workload, before, after, calls, total_before, total_after):
             groups.append([])
         groups[-1].append(row)
     for group in groups:
+        parent_of = {f: p for _, f, p in group}
+
+        def under(function, ancestor):
+            while function is not None:
+                function = parent_of.get(function)
+                if function == ancestor:
+                    return True
+            return False
+
         for index, (label, function, parent) in enumerate(group):
             value = per(function)
             print(f"| {label} | {value:,.0f} | {value / total:.1%} |")
-            # After a parent's last child: what is left of the parent.
-            for p in dict.fromkeys(p for _, _, p in group[: index + 1] if p is not None):
-                children = [f for _, f, q in group if q == p]
-                last = max(i for i, (_, _, q) in enumerate(group) if q == p)
-                if last == index:
-                    rest = per(p) - sum(per(f) for f in children)
+            # After the last row under a parent, what is left of the parent: innermost first.
+            for p in reversed([f for _, f, _ in group[: index + 1]]):
+                below = [i for i, (_, f, _) in enumerate(group) if under(f, p)]
+                if below and below[-1] == index:
+                    rest = per(p) - sum(per(f) for _, f, q in group if q == p)
                     name = next(lbl for lbl, f, _ in group if f == p)
                     print(f"| … the rest of {name} | {rest:,.0f} | {rest / total:.1%} |")
 
