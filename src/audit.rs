@@ -7,6 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::time::Instant;
 use toolgate_core::contract::audit_path;
+use toolgate_core::digest::ArgsKey;
 use toolgate_core::outcome::{Outcome, Reply};
 use toolgate_core::token::Identity;
 
@@ -226,20 +227,22 @@ fn log_server_only(line: &str) {
 }
 
 thread_local! {
-    static HMAC_KEY: RefCell<Option<(pg_sys::Oid, Vec<u8>)>> = const { RefCell::new(None) };
+    static HMAC_KEY: RefCell<Option<(pg_sys::Oid, ArgsKey)>> = const { RefCell::new(None) };
 }
 
-/// The key of `args_hmac`, made by CREATE EXTENSION and kept for the backend's life (it never
-/// changes while the extension exists). Only the extension owner can read it.
-pub fn hmac_key() -> Vec<u8> {
+/// The key of `args_hmac`, its HMAC schedule done, made by CREATE EXTENSION and kept for the
+/// backend's life (it never changes while the extension exists). Only the extension owner can
+/// read it.
+pub fn hmac_key() -> ArgsKey {
     let schema = spi::schema_oid();
     if let Some(key) =
         HMAC_KEY.with_borrow(|k| k.as_ref().filter(|(oid, _)| *oid == schema).map(|(_, key)| key.clone()))
     {
         return key;
     }
-    let key = spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))
+    let secret = spi::one("SELECT secret FROM toolgate.audit_key WHERE key_id = 1", &[], |r| spi::col::<Vec<u8>>(r, 1))
         .expect("CREATE EXTENSION made the audit key");
+    let key = ArgsKey::new(&secret);
     HMAC_KEY.set(Some((schema, key.clone())));
     key
 }

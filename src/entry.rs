@@ -114,8 +114,8 @@ fn write_call(
     let tool = tool_name(tool);
     guarded(tool, || {
         let (args, oversize) = rendered(&args);
-        let (reply, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize, routed });
-        Jsonb::of(&reply.to_json())
+        let (replied, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize, routed });
+        replied.jsonb()
     })
 }
 
@@ -165,13 +165,13 @@ fn tools(identity: Option<&str>) -> Jsonb {
 
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn confirm(identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
-    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, None).to_json()))
+    guarded("confirm", || gate::confirm(identity, confirmation, None).jsonb())
 }
 
 /// `confirm` routed by the tenant.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn tenant_confirm(tenant: Option<&str>, identity: Option<&str>, confirmation: Option<&str>) -> Jsonb {
-    guarded("confirm", || Jsonb::of(&gate::confirm(identity, confirmation, routed_by(tenant)).to_json()))
+    guarded("confirm", || gate::confirm(identity, confirmation, routed_by(tenant)).jsonb())
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the
@@ -184,7 +184,8 @@ fn gate_explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str
 
 fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
     let call = Call { tool, identity, conversation_id, args, oversize: false, routed: None };
-    let (reply, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
+    let (replied, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
+    let reply = replied.reply;
     let steps: Vec<Value> = audit
         .steps
         .iter()

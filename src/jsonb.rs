@@ -104,12 +104,19 @@ fn number_of(numeric: &[u8]) -> Value {
     text.parse::<Number>().map(Value::Number).unwrap_or(Value::String(text))
 }
 
-/// A jsonb an entry point returns.
+/// A jsonb an entry point returns (or a statement takes: `arg`).
+#[derive(Clone, Copy)]
 pub struct Jsonb(pg_sys::Datum);
 
 impl Jsonb {
     pub fn of(v: &Value) -> Jsonb {
         Jsonb(datum(v))
+    }
+
+    /// This jsonb as an argument of a statement (`spi`).
+    pub fn arg(self) -> pgrx::datum::DatumWithOid<'static> {
+        // SAFETY: a jsonb datum, with jsonb's type.
+        unsafe { pgrx::datum::DatumWithOid::new(self, pg_sys::JSONBOID) }
     }
 }
 
@@ -132,6 +139,5 @@ pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(Jsonb, "jsonb");
 
 /// `v` as a jsonb argument of a statement (`spi`).
 pub fn arg(v: &Value) -> pgrx::datum::DatumWithOid<'static> {
-    // SAFETY: a jsonb datum, with jsonb's type.
-    unsafe { pgrx::datum::DatumWithOid::new(Jsonb(datum(v)), pg_sys::JSONBOID) }
+    Jsonb::of(v).arg()
 }

@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use toolgate_core::contract::{self, Contract, Violation};
-use toolgate_core::digest;
 
 use super::{Deny, Step};
 use crate::audit::{self, Audit};
@@ -118,7 +117,7 @@ fn check_kind(tool_name: &str, read: bool, args: Option<&str>, oversize: bool, a
             return Err(Deny::schema(errors));
         }
     };
-    let (digest, hmac) = digest::args_digest_and_hmac(&audit::hmac_key(), &value);
+    let (digest, hmac) = audit::hmac_key().digest_and_hmac(&value);
     audit.args(Some(hmac), Some(version));
     let errors = contract.check(&value);
     if !errors.is_empty() {

@@ -24,14 +24,25 @@ const FIXED_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
 
 /// `FIXED_SETTINGS` in force from `fix` to `restore`, the way a function's `SET` clauses are: in
 /// a GUC nesting level of their own, popped afterwards. An error that ends the transaction or a
-/// caller's subtransaction pops the level with it.
-pub struct Settings(std::ffi::c_int);
+/// caller's subtransaction pops the level with it. A setting already at its value is left alone,
+/// and when every one is (a session that changed none of them), no level is made at all: what
+/// a bound function sets with `SET LOCAL` is undone when it returns anyway, by the level its own
+/// `SET search_path` clause makes (every bound function has one: `binding::check`).
+pub struct Settings(Option<std::ffi::c_int>);
 
 impl Settings {
     pub fn fix() -> Settings {
-        unsafe {
-            let level = pg_sys::NewGUCNestLevel();
-            for (name, value) in FIXED_SETTINGS {
+        let mut level = None;
+        for (name, value) in FIXED_SETTINGS {
+            // SAFETY: GetConfigOption returns the setting's current text (NULL for one not
+            // defined yet, such as plpgsql's before it is loaded), valid until it changes.
+            let current = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+            if !current.is_null() && unsafe { std::ffi::CStr::from_ptr(current) } == value {
+                continue;
+            }
+            // SAFETY: a nesting level, then a setting saved in it, as fmgr_security_definer does.
+            unsafe {
+                level.get_or_insert_with(|| pg_sys::NewGUCNestLevel());
                 pg_sys::set_config_option(
                     name.as_ptr(),
                     value.as_ptr(),
@@ -43,12 +54,15 @@ impl Settings {
                     false,
                 );
             }
-            Settings(level)
         }
+        Settings(level)
     }
 
     pub fn restore(self) {
-        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
+        if let Some(level) = self.0 {
+            // SAFETY: the level `fix` made, popped once.
+            unsafe { pg_sys::AtEOXact_GUC(true, level) };
+        }
     }
 }
 

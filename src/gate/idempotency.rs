@@ -7,12 +7,13 @@
 //! it gets `idempotency_key_reused`, never the first actor's reply or proposal.
 
 use pgrx::spi::SpiResult;
-use serde_json::{json, Value};
+use serde_json::json;
 use toolgate_core::outcome::{ProposalView, Reply, Rule};
 use toolgate_core::token::Identity;
 
 use super::contract::Checked;
 use super::{Deny, Step};
+use crate::jsonb::Jsonb;
 use crate::{spi, xactlock};
 
 /// A ledger key.
@@ -173,20 +174,16 @@ impl Held {
         }
     }
 
-    /// The key is done: every retry gets `reply` back.
+    /// The key is done: every retry gets `reply` back. Returns the jsonb it was stored as.
     #[cfg_attr(feature = "steps", inline(never))]
-    pub fn settle(&self, reply: &Reply) {
+    pub fn settle(&self, reply: &Reply) -> Jsonb {
         let k = &self.key;
+        let stored = Jsonb::of(&reply.to_json());
         if self.row {
             spi::run(
                 "UPDATE toolgate.ledger SET state = 'settled', proposal_id = NULL, reply = $4::jsonb, \
                  settled_at = pg_catalog.now() WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-                &[
-                    k.tenant.clone().into(),
-                    k.tool.clone().into(),
-                    k.key.clone().into(),
-                    crate::jsonb::arg(&reply.to_json()),
-                ],
+                &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), stored.arg()],
             );
         } else {
             insert(
@@ -200,10 +197,11 @@ impl Held {
                     k.key.clone().into(),
                     k.digest.clone().into(),
                     k.actor.clone().into(),
-                    crate::jsonb::arg(&reply.to_json()),
+                    stored.arg(),
                 ],
             );
         }
+        stored
     }
 }
 
@@ -222,12 +220,14 @@ fn insert(plain: &'static str, on_conflict: &'static str, args: &[pgrx::datum::D
 }
 
 /// A confirmation's key is done: every retry gets `reply` back (its row waited, pending).
+/// Returns the jsonb it was stored as.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) {
-    let stored: Value = reply.to_json();
+pub fn settle(tenant: &str, tool: &str, key: &str, reply: &Reply) -> Jsonb {
+    let stored = Jsonb::of(&reply.to_json());
     spi::run(
         "UPDATE toolgate.ledger SET state = 'settled', reply = $4::jsonb, settled_at = pg_catalog.now() \
          WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-        &[tenant.into(), tool.into(), key.into(), crate::jsonb::arg(&stored)],
+        &[tenant.into(), tool.into(), key.into(), stored.arg()],
     );
+    stored
 }

@@ -18,11 +18,11 @@ mod scope;
 
 use serde_json::{json, Value};
 use toolgate_core::contract::Violation;
-use toolgate_core::digest;
 use toolgate_core::outcome::{Reply, Rule};
 use toolgate_core::token::Identity;
 
 use crate::audit::Audit;
+use crate::jsonb::Jsonb;
 use crate::{config, context};
 use confirmation::Answer;
 use idempotency::Reservation;
@@ -143,15 +143,35 @@ fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Ste
 /// A write tool's call (`toolgate.call`, and the contract's entry points named after their
 /// tools): the whole gate, in the caller's transaction.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn request(call: &Call) -> (Reply, Audit) {
+pub fn request(call: &Call) -> (Replied, Audit) {
     config::begin_call();
     let mut audit = Audit::start("call", call.tool);
-    let reply = run_request(call, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
-    audit.record(&reply);
-    (reply, audit)
+    let replied = run_request(call, &mut audit).unwrap_or_else(|deny| audit.denied(deny).into());
+    audit.record(&replied.reply);
+    (replied, audit)
 }
 
-fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
+/// A reply, and the jsonb the ledger stored it as when the call settled its key: the entry point
+/// returns that datum rather than build the same one again.
+pub struct Replied {
+    pub reply: Reply,
+    stored: Option<Jsonb>,
+}
+
+impl From<Reply> for Replied {
+    fn from(reply: Reply) -> Replied {
+        Replied { reply, stored: None }
+    }
+}
+
+impl Replied {
+    /// The reply as the entry point returns it.
+    pub fn jsonb(&self) -> Jsonb {
+        self.stored.unwrap_or_else(|| Jsonb::of(&self.reply.to_json()))
+    }
+}
+
+fn run_request(call: &Call, audit: &mut Audit) -> Step<Replied> {
     // 1. Identity: tenant, actor and role from a verified token, never from the arguments.
     let who = identify(audit, call.identity, call.routed)?;
 
@@ -165,8 +185,8 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Reply> {
     // 3. Idempotency: a settled key replays, a pending one returns its proposal.
     let key = idempotency::Key::of(&who, call.tool, &args);
     let held = match audit.step(StepName::Idempotency, idempotency::reserve(&key))? {
-        Reservation::Settled(reply) => return Ok(reply.replay()),
-        Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay()),
+        Reservation::Settled(reply) => return Ok(reply.replay().into()),
+        Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay().into()),
         Reservation::Owned(held) => held,
     };
     // Steps 4 to 8 in one subtransaction: the ERP's rows the target locks, the effect changes. A
@@ -205,13 +225,13 @@ impl<'k> Decided<'k> {
     /// Settle the key in the caller's transaction itself, after the scope: the ledger row's
     /// transaction is then the call's (the load check matches effects to calls by it).
     #[cfg_attr(feature = "steps", inline(never))]
-    fn settle(self) -> Reply {
-        match &self.settles {
-            Some(Settles::Held(held)) => held.settle(&self.reply),
-            Some(Settles::Pending(tenant, tool, key)) => idempotency::settle(tenant, tool, key, &self.reply),
-            None => {}
-        }
-        self.reply
+    fn settle(self) -> Replied {
+        let stored = match &self.settles {
+            Some(Settles::Held(held)) => Some(held.settle(&self.reply)),
+            Some(Settles::Pending(tenant, tool, key)) => Some(idempotency::settle(tenant, tool, key, &self.reply)),
+            None => None,
+        };
+        Replied { reply: self.reply, stored }
     }
 }
 
@@ -310,13 +330,13 @@ fn check_domain<'a>(
 
 /// `confirm`: a person's answer to a proposal, then steps 1, 4 and 5 again and the effect.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, routed: Option<&str>) -> Reply {
+pub fn confirm(identity_token: Option<&str>, confirmation_token: Option<&str>, routed: Option<&str>) -> Replied {
     config::begin_call();
     let mut audit = Audit::start("confirm", "confirm");
-    let reply =
-        run_confirm(identity_token, confirmation_token, routed, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
-    audit.record(&reply);
-    reply
+    let replied = run_confirm(identity_token, confirmation_token, routed, &mut audit)
+        .unwrap_or_else(|deny| audit.denied(deny).into());
+    audit.record(&replied.reply);
+    replied
 }
 
 fn run_confirm(
@@ -324,7 +344,7 @@ fn run_confirm(
     confirmation_token: Option<&str>,
     routed: Option<&str>,
     audit: &mut Audit,
-) -> Step<Reply> {
+) -> Step<Replied> {
     let who = identify(audit, identity_token, routed)?;
     let answer = audit.step(StepName::Confirmation, confirmation::verify_token(confirmation_token, &who))?;
     // From the target's locks (taken before the proposal's) to the effect, one subtransaction.
@@ -373,7 +393,7 @@ fn decide_proposal(
         schema_version: p.schema_version,
         value: p.args.clone(),
     };
-    audit.args(Some(digest::args_hmac(&crate::audit::hmac_key(), &p.args)), Some(p.schema_version));
+    audit.args(Some(crate::audit::hmac_key().hmac(&p.args)), Some(p.schema_version));
     let (policy, target) = authorize(who, &p.tool, &args, Sought::Confirmation(&mut p.locked_target), audit)?;
     let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
