@@ -15,35 +15,33 @@ use toolgate_core::contract::{self, Contract};
 use toolgate_core::token;
 
 use crate::error::{AdminError, GateError};
+use crate::gate::contract::Args;
 use crate::gate::{self, Call};
 use crate::jsonb::Jsonb;
 use crate::{audit, subxact};
 
-/// A `jsonb` argument as its text. The gate parses it itself, so that a number Rust cannot hold
-/// (1e400) is a `schema_invalid` outcome rather than an exception. A datum larger than
-/// `MAX_ARGS_DATUM_BYTES` is never rendered at all (`None`): its size alone refuses it.
-pub struct JsonbText(Option<String>);
+/// A `jsonb` argument, read as PostgreSQL stores it: no text is rendered and parsed again. A
+/// number Rust cannot hold exactly (1e400) is still a `schema_invalid` outcome (the contract
+/// judges each number's text), and a datum larger than `MAX_ARGS_BYTES` is never read at all: its
+/// size alone refuses it.
+pub struct JsonbArgs(Args<'static>);
 
-impl FromDatum for JsonbText {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<JsonbText> {
+impl FromDatum for JsonbArgs {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<JsonbArgs> {
         if is_null {
             return None;
         }
         unsafe {
-            // The size as stored, read from the header without detoasting or rendering.
-            if pg_sys::toast_raw_datum_size(datum) > contract::MAX_ARGS_DATUM_BYTES {
-                return Some(JsonbText(None));
+            // The size as stored, read from the header without detoasting.
+            if pg_sys::toast_raw_datum_size(datum) > contract::MAX_ARGS_BYTES {
+                return Some(JsonbArgs(Args::Oversize));
             }
-            let cstr = pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)])
-                .expect("jsonb_out returns a C string");
-            let text = cstr.to_str().expect("jsonb text is UTF-8").to_string();
-            pg_sys::pfree(cstr.as_ptr() as *mut core::ffi::c_void);
-            Some(JsonbText(Some(text)))
+            Some(JsonbArgs(Args::Jsonb(Some(crate::jsonb::value(datum)))))
         }
     }
 }
 
-unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArgs {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
         unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
@@ -53,15 +51,11 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
     }
 }
 
-pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbText, arg_only = "jsonb");
+pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(JsonbArgs, arg_only = "jsonb");
 
-/// An argument's text, and whether its datum was too large to render at all.
-fn rendered(args: &Option<JsonbText>) -> (Option<&str>, bool) {
-    match args {
-        Some(JsonbText(Some(text))) => (Some(text.as_str()), false),
-        Some(JsonbText(None)) => (None, true),
-        None => (None, false),
-    }
+/// The arguments of an entry point (NULL: none).
+fn received(args: Option<JsonbArgs>) -> Args<'static> {
+    args.map_or(Args::Jsonb(None), |JsonbArgs(args)| args)
 }
 
 /// Every agent entry point's body. A read-only transaction (or a standby) is refused before
@@ -108,28 +102,24 @@ fn write_call(
     tool: Option<&str>,
     identity: Option<&str>,
     conversation_id: Option<&str>,
-    args: Option<JsonbText>,
+    args: Option<JsonbArgs>,
     routed: Option<&str>,
 ) -> Jsonb {
     let tool = tool_name(tool);
     guarded(tool, || {
-        let (args, oversize) = rendered(&args);
-        let (replied, _) = gate::request(&Call { tool, identity, conversation_id, args, oversize, routed });
+        let (replied, _) = gate::request(&Call { tool, identity, conversation_id, args: received(args), routed });
         replied.jsonb()
     })
 }
 
-fn read_call(tool: Option<&str>, identity: Option<&str>, args: Option<JsonbText>, routed: Option<&str>) -> Jsonb {
+fn read_call(tool: Option<&str>, identity: Option<&str>, args: Option<JsonbArgs>, routed: Option<&str>) -> Jsonb {
     let tool = tool_name(tool);
-    guarded(tool, || {
-        let (args, oversize) = rendered(&args);
-        Jsonb::of(&gate::read(identity, tool, args, oversize, routed).to_json())
-    })
+    guarded(tool, || Jsonb::of(&gate::read(identity, tool, received(args), routed).to_json()))
 }
 
 /// Any write tool a DBA defined (`toolgate.define_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
+fn call(identity: Option<&str>, conversation_id: Option<&str>, tool: Option<&str>, args: Option<JsonbArgs>) -> Jsonb {
     write_call(tool, identity, conversation_id, args, None)
 }
 
@@ -140,20 +130,20 @@ fn tenant_call(
     identity: Option<&str>,
     conversation_id: Option<&str>,
     tool: Option<&str>,
-    args: Option<JsonbText>,
+    args: Option<JsonbArgs>,
 ) -> Jsonb {
     write_call(tool, identity, conversation_id, args, routed_by(tenant))
 }
 
 /// Any read tool a DBA defined (`toolgate.define_read_tool`).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
+fn read(identity: Option<&str>, tool: Option<&str>, args: Option<JsonbArgs>) -> Jsonb {
     read_call(tool, identity, args, None)
 }
 
 /// `read` routed by the tenant.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn tenant_read(tenant: Option<&str>, identity: Option<&str>, tool: Option<&str>, args: Option<JsonbText>) -> Jsonb {
+fn tenant_read(tenant: Option<&str>, identity: Option<&str>, tool: Option<&str>, args: Option<JsonbArgs>) -> Jsonb {
     read_call(tool, identity, args, routed_by(tenant))
 }
 
@@ -183,7 +173,7 @@ fn gate_explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str
 }
 
 fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
-    let call = Call { tool, identity, conversation_id, args, oversize: false, routed: None };
+    let call = Call { tool, identity, conversation_id, args: Args::Text(args), routed: None };
     let (replied, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
     let reply = replied.reply;
     let steps: Vec<Value> = audit

@@ -89,19 +89,29 @@ fn compiled(tool: &str, version: i32, text: &str) -> Rc<Contract> {
     contract
 }
 
+/// A call's arguments as they reach the gate.
+pub enum Args<'a> {
+    /// The `jsonb` the caller sent, read as PostgreSQL stores it (`None`: SQL NULL).
+    Jsonb(Option<Value>),
+    /// A `jsonb` larger than `MAX_ARGS_BYTES`: refused by its size alone, never read.
+    Oversize,
+    /// Text (`explain_call`'s), parsed here.
+    Text(Option<&'a str>),
+}
+
 /// Check `args` against the tool's contract; the audit learns the args' HMAC and the schema
 /// version whatever the verdict.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn check(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
-    check_kind(tool_name, false, args, oversize, audit)
+pub fn check(tool_name: &str, args: &Args, audit: &mut Audit) -> Step<Checked> {
+    check_kind(tool_name, false, args, audit)
 }
 
 /// The same for a read tool (`toolgate.read`).
-pub fn check_read(tool_name: &str, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
-    check_kind(tool_name, true, args, oversize, audit)
+pub fn check_read(tool_name: &str, args: &Args, audit: &mut Audit) -> Step<Checked> {
+    check_kind(tool_name, true, args, audit)
 }
 
-fn check_kind(tool_name: &str, read: bool, args: Option<&str>, oversize: bool, audit: &mut Audit) -> Step<Checked> {
+fn check_kind(tool_name: &str, read: bool, args: &Args, audit: &mut Audit) -> Step<Checked> {
     let Some(Tool { schema_version: version, sensitive, read: is_read, contract, .. }) = tool(tool_name) else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
@@ -109,7 +119,11 @@ fn check_kind(tool_name: &str, read: bool, args: Option<&str>, oversize: bool, a
         let message = if read { "not a read tool" } else { "a read tool: call it with toolgate.read" };
         return Err(Deny::schema(vec![Violation::new("", "tool", message)]));
     }
-    let parsed = if oversize { Err(contract::oversize()) } else { contract::parse_args(args) };
+    let parsed = match args {
+        Args::Jsonb(value) => contract::bounded(value.clone()),
+        Args::Oversize => Err(contract::oversize()),
+        Args::Text(text) => contract::parse_args(*text),
+    };
     let value = match parsed {
         Ok(v) => v,
         Err(errors) => {

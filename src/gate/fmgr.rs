@@ -22,6 +22,12 @@ const FIXED_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
     (c"plpgsql.check_asserts", c"on"),
 ];
 
+/// Whether a setting showing `current` already has `value`: the same text, or for `TimeZone`
+/// the zone `UTC` under its other name (`Etc/UTC`, which a server started in UTC shows).
+fn already(name: &std::ffi::CStr, value: &std::ffi::CStr, current: &std::ffi::CStr) -> bool {
+    current == value || (name == c"TimeZone" && value == c"UTC" && current == c"Etc/UTC")
+}
+
 /// `FIXED_SETTINGS` in force from `fix` to `restore`, the way a function's `SET` clauses are: in
 /// a GUC nesting level of their own, popped afterwards. An error that ends the transaction or a
 /// caller's subtransaction pops the level with it. A setting already at its value is left alone,
@@ -37,7 +43,7 @@ impl Settings {
             // SAFETY: GetConfigOption returns the setting's current text (NULL for one not
             // defined yet, such as plpgsql's before it is loaded), valid until it changes.
             let current = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
-            if !current.is_null() && unsafe { std::ffi::CStr::from_ptr(current) } == value {
+            if !current.is_null() && already(name, value, unsafe { std::ffi::CStr::from_ptr(current) }) {
                 continue;
             }
             // SAFETY: a nesting level, then a setting saved in it, as fmgr_security_definer does.

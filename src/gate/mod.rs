@@ -120,9 +120,7 @@ pub struct Call<'a> {
     pub tool: &'a str,
     pub identity: Option<&'a str>,
     pub conversation_id: Option<&'a str>,
-    pub args: Option<&'a str>,
-    /// The arguments' datum was too large to be rendered at all.
-    pub oversize: bool,
+    pub args: contract::Args<'a>,
     /// The tenant the call was routed by (`toolgate.tenant_call`): its token must name it.
     pub routed: Option<&'a str>,
 }
@@ -179,7 +177,7 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Replied> {
     let conversation = audit.step(StepName::Contract, contract::conversation(call.conversation_id))?;
     audit.conversation(conversation);
     context::converse(conversation);
-    let checked = contract::check(call.tool, call.args, call.oversize, audit);
+    let checked = contract::check(call.tool, &call.args, audit);
     let args = audit.step(StepName::Contract, checked)?;
 
     // 3. Idempotency: a settled key replays, a pending one returns its proposal.
@@ -416,17 +414,11 @@ fn decide_proposal(
 /// contract, the policy row and the role (not the kill switch: reads go on while writes are off),
 /// then the reader; no ledger, quota or proposal. Third-party text comes back marked untrusted,
 /// and the summary quotes none of it.
-pub fn read(
-    identity_token: Option<&str>,
-    tool: &str,
-    args: Option<&str>,
-    oversize: bool,
-    routed: Option<&str>,
-) -> Reply {
+pub fn read(identity_token: Option<&str>, tool: &str, args: contract::Args, routed: Option<&str>) -> Reply {
     config::begin_call();
     let mut audit = Audit::start("read", tool);
-    let reply = run_defined_read(identity_token, tool, args, oversize, routed, &mut audit)
-        .unwrap_or_else(|deny| audit.denied(deny));
+    let reply =
+        run_defined_read(identity_token, tool, &args, routed, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);
     reply
 }
@@ -452,13 +444,12 @@ pub fn tools(identity_token: Option<&str>) -> Reply {
 fn run_defined_read(
     identity_token: Option<&str>,
     tool: &str,
-    args: Option<&str>,
-    oversize: bool,
+    args: &contract::Args,
     routed: Option<&str>,
     audit: &mut Audit,
 ) -> Step<Reply> {
     let who = identify(audit, identity_token, routed)?;
-    let checked = contract::check_read(tool, args, oversize, audit);
+    let checked = contract::check_read(tool, args, audit);
     let args = audit.step(StepName::Contract, checked)?;
     let authorized = authorization::authorize_read(&who, tool, audit);
     audit.step(StepName::Authorization, authorized)?;

@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Arguments larger than this are refused before parsing.
+/// Arguments larger than this are refused before parsing: their text's bytes, or for `jsonb`
+/// arguments the datum's (as stored, uncompressed), judged before it is read.
 pub const MAX_ARGS_BYTES: usize = 16 * 1024;
 /// Objects and arrays nested deeper than this are refused before validation.
 pub const MAX_DEPTH: usize = 16;
@@ -31,10 +32,6 @@ impl Violation {
     }
 }
 
-/// Largest `jsonb` datum whose text the gate asks PostgreSQL for: a bound checked before any
-/// rendering or parsing, generous enough for every document whose text fits `MAX_ARGS_BYTES`.
-pub const MAX_ARGS_DATUM_BYTES: usize = 4 * MAX_ARGS_BYTES;
-
 /// Arguments refused by their size alone, before they were rendered or parsed.
 pub fn oversize() -> Vec<Violation> {
     vec![Violation::new("", "maxBytes", format!("arguments exceed {MAX_ARGS_BYTES} bytes"))]
@@ -57,6 +54,19 @@ pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
         };
         vec![Violation::new("", "json", what)]
     })?;
+    let mut errors = Vec::new();
+    check_bounds(&value, String::new(), 0, &mut errors);
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Arguments the caller sent as `jsonb`, read as PostgreSQL stores them (no text in between): the
+/// same bounds as `parse_args` but the size (the datum's, judged before it was read).
+pub fn bounded(value: Option<serde_json::Value>) -> Result<Value, Vec<Violation>> {
+    let value = value.ok_or_else(|| vec![Violation::new("", "type", "arguments are required")])?;
     let mut errors = Vec::new();
     check_bounds(&value, String::new(), 0, &mut errors);
     if errors.is_empty() {
