@@ -10,7 +10,8 @@
 -- setting the floor makes) — plus the gate's own writes, each row written once: the ledger's final
 -- row, the quota, the audit (and for a proposal, the conversation, the supersede and the proposal).
 -- bench.floor_close above, the plain writes alone, stays as the history's row.
-CREATE ROLE bench_erp NOLOGIN;
+-- A role is the cluster's: the dispatcher stage loads a second database into the same cluster.
+DO $$ BEGIN CREATE ROLE bench_erp NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 GRANT USAGE ON SCHEMA toolgate TO bench_erp;
 GRANT EXECUTE ON FUNCTION toolgate.current_tenant() TO bench_erp;
 GRANT USAGE, CREATE ON SCHEMA bench TO bench_erp;
