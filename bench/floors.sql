@@ -5,7 +5,7 @@
 -- The floor that does the same work: what any gate that checks the ERP's state before it writes
 -- must pay. The same SQL the binding runs, run the way the gate runs it — the target's locked
 -- read and the effect as SECURITY DEFINER functions with a pinned search_path, as a role that is
--- not a superuser, under the ERP's row-level security (the example's bodies, owned by bench_erp:
+-- not a superuser, under the ERP's row-level security (the example's functions, owned by bench_erp:
 -- outside a call toolgate.current_tenant() is NULL, so bench_erp's policy takes the tenant from a
 -- setting the floor makes) — plus the gate's own writes, each row written once: the ledger's final
 -- row, the quota, the audit (and for a proposal, the conversation, the supersede and the proposal).
@@ -23,41 +23,17 @@ CREATE POLICY bench_floor ON maintenance.work_orders TO bench_erp
     USING (tenant_id = current_setting('toolgate_bench.tenant'));
 CREATE POLICY bench_floor ON maintenance.close_requests TO bench_erp
     USING (tenant_id = current_setting('toolgate_bench.tenant'));
+-- The binding's own target and effect functions, copied from the catalogue (their bodies, their
+-- settings), made again in schema bench by bench_erp: the same SQL, whatever the example says.
 SET ROLE bench_erp;
-CREATE FUNCTION bench.order_to_close(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
-AS $$
+DO $$
 DECLARE
-    result jsonb;
+    fn text;
 BEGIN
-    SELECT jsonb_build_object('id', order_id, 'tenant', tenant_id,
-                              'state', CASE WHEN status = 'open' AND NOT inspected THEN 'uninspected'
-                                            ELSE status END)
-      INTO result
-      FROM maintenance.work_orders
-     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id'
-       FOR UPDATE;
-    RETURN result;
-END
-$$;
-CREATE FUNCTION bench.close_order(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
-AS $$
-DECLARE
-    closed text;
-    request uuid;
-BEGIN
-    UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
-     WHERE tenant_id = ctx->>'tenant' AND order_id = args->>'order_id' AND status = 'open' AND inspected
-    RETURNING order_id INTO closed;
-    IF closed IS NULL THEN
-        RETURN NULL;
-    END IF;
-    INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key, proposal_id)
-    VALUES (ctx->>'tenant', closed, args->>'reason', ctx->>'actor', ctx->>'idempotency_key', (ctx->>'proposal_id')::uuid)
-    RETURNING request_id INTO request;
-    RETURN jsonb_build_object('order_id', closed, 'status', 'close_requested', 'request_id', request,
-                              'summary', 'Close of work order ' || closed || ' requested (ERP request ' || request || ').');
+    FOREACH fn IN ARRAY ARRAY['order_to_close', 'close_order'] LOOP
+        EXECUTE replace(pg_get_functiondef(format('maintenance.%I(jsonb, jsonb)', fn)::regprocedure),
+                        format('FUNCTION maintenance.%s(', fn), format('FUNCTION bench.%s(', fn));
+    END LOOP;
 END
 $$;
 RESET ROLE;
