@@ -15,6 +15,8 @@ use jsonwebtoken::crypto::{rust_crypto, CryptoProvider, JwtVerifier};
 use jsonwebtoken::{decode, decode_header, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// Tokens longer than this are refused unread.
@@ -269,11 +271,29 @@ fn strict_verifier(alg: &Algorithm, key: &DecodingKey) -> jsonwebtoken::errors::
     }
     let invalid = || jsonwebtoken::errors::Error::from(jsonwebtoken::errors::ErrorKind::InvalidEddsaKey);
     let bytes: [u8; 32] = key.try_get_as_bytes()?.try_into().map_err(|_| invalid())?;
-    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| invalid())?;
-    if key.is_weak() {
-        return Err(invalid());
+    Ok(Box::new(StrictEd25519(decompressed(&bytes).ok_or_else(invalid)?)))
+}
+
+/// A public key's curve point, refused if invalid or weak. Decompressing it costs about a tenth of
+/// a verification, and the same few keys verify every token, so each thread keeps the points it
+/// made, by their exact 32 bytes (a bounded map: emptied when full). Which keys are registered and
+/// active is not decided here, and nothing here is kept across that decision.
+fn decompressed(bytes: &[u8; 32]) -> Option<VerifyingKey> {
+    const KEPT: usize = 64;
+    thread_local! {
+        static POINTS: RefCell<HashMap<[u8; 32], VerifyingKey>> = RefCell::new(HashMap::new());
     }
-    Ok(Box::new(StrictEd25519(key)))
+    if let Some(key) = POINTS.with_borrow(|points| points.get(bytes).copied()) {
+        return Some(key);
+    }
+    let key = VerifyingKey::from_bytes(bytes).ok().filter(|k| !k.is_weak())?;
+    POINTS.with_borrow_mut(|points| {
+        if points.len() >= KEPT {
+            points.clear();
+        }
+        points.insert(*bytes, key);
+    });
+    Some(key)
 }
 
 /// Make the strict provider jsonwebtoken's, before its first use in this process: every function
@@ -772,6 +792,34 @@ mod tests {
         let message = format!("{header}.{body}");
         use ed25519_dalek::Verifier;
         assert!(lenient.verify(message.as_bytes(), &ed25519_dalek::Signature::from_bytes(&signature)).is_ok());
+    }
+
+    /// The curve points kept per thread are found by their exact bytes: a key verified before
+    /// never stands in for another, in either order, and a full map starts again.
+    #[test]
+    fn kept_points_are_the_keys_own() {
+        let (a, b) = (signer("idp-a", 1), signer("idp-a", 2));
+        let (key_a, key_b) =
+            (registered(&a, "shopping-a", KeyPurpose::Identity), registered(&b, "shopping-a", KeyPurpose::Identity));
+        let token_a = a.sign(&identity("shopping-a"));
+        let token_b = b.sign(&identity("shopping-a"));
+        for _ in 0..2 {
+            assert!(verify_identity(&token_a, Some(&key_a), NOW).is_ok());
+            assert_eq!(verify_identity(&token_a, Some(&key_b), NOW), Err(TokenError::Signature));
+            assert!(verify_identity(&token_b, Some(&key_b), NOW).is_ok());
+            assert_eq!(verify_identity(&token_b, Some(&key_a), NOW), Err(TokenError::Signature));
+        }
+        for n in 3..80 {
+            let s = signer("idp-a", n);
+            assert!(verify_identity(
+                &s.sign(&identity("shopping-a")),
+                Some(&registered(&s, "shopping-a", KeyPurpose::Identity)),
+                NOW
+            )
+            .is_ok());
+        }
+        assert_eq!(verify_identity(&token_a, Some(&key_b), NOW), Err(TokenError::Signature));
+        assert!(verify_identity(&token_a, Some(&key_a), NOW).is_ok());
     }
 
     /// The security review: `nbf` was ignored, and a token with `exp` = i64::MAX was accepted.
