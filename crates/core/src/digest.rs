@@ -6,10 +6,103 @@
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::io::Write;
 
 /// RFC 8785 canonical form: sorted keys, normalized numbers, no insignificant whitespace.
+///
+/// Written here, in one buffer, for values whose numbers are integers a double holds exactly
+/// (every argument a tool's schema asks for, nearly): keys in UTF-16 order, strings escaped as
+/// RFC 8785 §3.2.2.2 says, integers as their digits. A value holding any other number is
+/// serde_jcs's whole (its ECMAScript number form). The two agree byte for byte (a property test).
 pub fn canonical(value: &Value) -> Vec<u8> {
-    serde_jcs::to_vec(value).expect("a serde_json::Value always canonicalizes")
+    let mut out = Vec::with_capacity(128);
+    if write_canonical(value, &mut out) {
+        out
+    } else {
+        serde_jcs::to_vec(value).expect("a serde_json::Value always canonicalizes")
+    }
+}
+
+/// Largest magnitude of an integer written as its digits: a double holds every integer up to it.
+const SAFE_INTEGER: u64 = 1 << 53;
+
+/// `value`'s canonical form into `out`; `false` (with `out` part-written) for a number that is not
+/// an integer of at most `SAFE_INTEGER`'s magnitude.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) -> bool {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => match n.as_i64() {
+            // -0 is an i64 0 here, and RFC 8785 writes it 0.
+            Some(i) if i.unsigned_abs() <= SAFE_INTEGER => {
+                write!(out, "{i}").expect("a Vec takes every byte");
+            }
+            _ => return false,
+        },
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if !write_canonical(item, out) {
+                    return false;
+                }
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            let utf16 = |a: &str, b: &str| a.encode_utf16().cmp(b.encode_utf16());
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            // A map's own order is its keys' bytes (code points), which is UTF-16's unless a key
+            // holds a character past U+FFFF: sorted again only then.
+            if members.windows(2).any(|w| utf16(w[0].0, w[1].0).is_gt()) {
+                members.sort_by(|a, b| utf16(a.0, b.0));
+            }
+            for (i, (key, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                if !write_canonical(item, out) {
+                    return false;
+                }
+            }
+            out.push(b'}');
+        }
+    }
+    true
+}
+
+/// A JSON string as RFC 8785 writes it: `"` and `\` escaped, the controls below U+0020 as
+/// `\b \t \n \f \r` or `\u00xx` (lower-case hex), every other character as itself.
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
+            0x00..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0x0f)]],
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escaped);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// SHA-256 of the canonical form, lowercase hex.
@@ -197,6 +290,49 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    /// Any JSON value: integers of every size, fractions and exponents as they were written, and
+    /// strings and keys of controls, quotes, backslashes, characters on both sides of U+FFFF (whose
+    /// UTF-16 order is not their code points' order) and plain letters.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let text = "[\\x00-\\x1f\"\\\\a-c\\x7f\u{e9}\\x{e000}-\\x{e002}\\x{ffff}\\x{1f600}-\\x{1f602}]{0,6}";
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            "-?(0|[1-9][0-9]{0,20})(\\.[0-9]{1,6})?([eE][+-]?[0-9]{1,2})?"
+                .prop_map(|t| serde_json::from_str::<Value>(&t).unwrap()),
+            text.prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(text, inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn the_canonical_form_is_serde_jcs_byte_for_byte(v in any_json()) {
+            prop_assert_eq!(canonical(&v), serde_jcs::to_vec(&v).unwrap(), "{}", v);
+        }
+    }
+
+    #[test]
+    fn the_canonical_form_of_the_edges() {
+        for text in [
+            r#"{"\u00e9":1,"z":2,"\ud83d\ude00":3,"\ue000":4,"":5}"#,
+            r#"["\u0000\u001f\b\t\n\f\r\"\\/\u007f"]"#,
+            r#"[-0, 0, 9007199254740992, -9007199254740992, 9007199254740993, 1.0, 1e2, 0.1]"#,
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(canonical(&v), serde_jcs::to_vec(&v).unwrap(), "{text}");
+        }
     }
 
     /// `v` as text with every object's keys in reverse order and `ws` wherever JSON allows it.
