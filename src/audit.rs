@@ -79,7 +79,8 @@ impl Audit {
             schema_version: None,
             policy_version: None,
             detail: Map::new(),
-            steps: Vec::new(),
+            // One verdict a step (`StepName`): room for all of them at once.
+            steps: Vec::with_capacity(8),
             started: Instant::now(),
         }
     }
@@ -157,7 +158,7 @@ impl Audit {
     #[cfg_attr(feature = "steps", inline(never))]
     pub fn record(&self, reply: &Reply) {
         let rule = reply.rule.map(|r| r.as_str());
-        let detail = crate::jsonb::arg(&Value::Object(self.detail.clone()));
+        let detail = crate::jsonb::map_arg(&self.detail);
         let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         spi::run(
             "INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, \
@@ -167,17 +168,17 @@ impl Audit {
             &[
                 self.kind.into(),
                 self.tenant.as_deref().unwrap_or(UNVERIFIED_TENANT).into(),
-                self.conversation.clone().into(),
-                self.actor.clone().into(),
-                self.role.clone().into(),
-                self.tool.clone().into(),
-                self.target.clone().into(),
-                self.proposal_id.clone().into(),
+                self.conversation.as_deref().into(),
+                self.actor.as_deref().into(),
+                self.role.as_deref().into(),
+                self.tool.as_str().into(),
+                self.target.as_deref().into(),
+                self.proposal_id.as_deref().into(),
                 reply.outcome.as_str().into(),
                 rule.into(),
                 reply.replayed.into(),
                 detail,
-                self.args_hmac.clone().into(),
+                self.args_hmac.as_deref().into(),
                 self.schema_version.into(),
                 self.policy_version.into(),
                 duration_us.into(),

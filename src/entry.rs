@@ -107,7 +107,7 @@ fn write_call(
 ) -> Jsonb {
     let tool = tool_name(tool);
     guarded(tool, || {
-        let (replied, _) = gate::request(&Call { tool, identity, conversation_id, args: received(args), routed });
+        let (replied, _) = gate::request(Call { tool, identity, conversation_id, args: received(args), routed });
         replied.jsonb()
     })
 }
@@ -174,7 +174,7 @@ fn gate_explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str
 
 fn explain(tool: &str, identity: Option<&str>, conversation_id: Option<&str>, args: Option<&str>) -> JsonB {
     let call = Call { tool, identity, conversation_id, args: Args::Text(args), routed: None };
-    let (replied, audit) = subxact::rolled_back(|| audit::dry_run(|| gate::request(&call)));
+    let (replied, audit) = subxact::rolled_back(move || audit::dry_run(move || gate::request(call)));
     let reply = replied.reply;
     let steps: Vec<Value> = audit
         .steps

@@ -141,3 +141,11 @@ pgrx::pgrx_sql_entity_graph::impl_sql_translatable!(Jsonb, "jsonb");
 pub fn arg(v: &Value) -> pgrx::datum::DatumWithOid<'static> {
     Jsonb::of(v).arg()
 }
+
+/// The object of `map` as a jsonb argument, the map borrowed (`arg` of the object, without a copy
+/// of it to make the object).
+pub fn map_arg(map: &serde_json::Map<String, Value>) -> pgrx::datum::DatumWithOid<'static> {
+    let members: Vec<(&str, jsonb::Member<'_>)> =
+        map.iter().map(|(k, v)| (k.as_str(), jsonb::Member::Value(v))).collect();
+    Jsonb(object(&members)).arg()
+}

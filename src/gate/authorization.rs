@@ -129,7 +129,7 @@ pub fn listed_tools(who: &Identity) -> serde_json::Value {
                            ORDER BY v.version DESC LIMIT 1) s ON true \
              WHERE p.tenant_id = $1 AND p.allowed AND p.roles OPERATOR(pg_catalog.&&) $2"
         ),
-        &[who.tenant.clone().into(), roles.into()],
+        &[who.tenant.as_str().into(), roles.into()],
         |r| spi::col::<String>(r, 1),
     )
     .unwrap_or_else(|| "[]".to_string());

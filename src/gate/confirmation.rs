@@ -43,12 +43,12 @@ pub fn propose(
         "INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at) \
          VALUES ($1, $2, pg_catalog.clock_timestamp()) ON CONFLICT (tenant_id, conversation_id) \
          DO UPDATE SET last_proposal_at = excluded.last_proposal_at",
-        &[who.tenant.clone().into(), conversation.into()],
+        &[who.tenant.as_str().into(), conversation.into()],
     );
     spi::run(
         "UPDATE toolgate.proposals SET status = 'superseded', decided_at = $3 \
          WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
-        &[who.tenant.clone().into(), conversation.into(), pgrx::datum::clock_timestamp().into()],
+        &[who.tenant.as_str().into(), conversation.into(), pgrx::datum::clock_timestamp().into()],
     );
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
@@ -58,15 +58,15 @@ pub fn propose(
          $15::numeric, $16, $17, $18, $19) \
          RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
         &[
-            who.tenant.clone().into(),
+            who.tenant.as_str().into(),
             conversation.into(),
-            who.sub.clone().into(),
+            who.sub.as_str().into(),
             tool.into(),
             intent.target().into(),
             crate::jsonb::arg(&args.value),
-            args.digest.clone().into(),
+            args.digest.as_str().into(),
             args.str("idempotency_key").into(),
-            text.clone().into(),
+            text.as_str().into(),
             tier.into(),
             challenge.into(),
             args.schema_version.into(),
@@ -74,7 +74,7 @@ pub fn propose(
             policy.confirm_ttl_seconds.into(),
             intent.value().map(|a| a.to_string()).into(),
             intent.valued.as_ref().and_then(|v| v.account.clone()).into(),
-            intent.binding.definition.clone().into(),
+            intent.binding.definition.as_str().into(),
             language.tag().into(),
             intent.valued.as_ref().map(|_| intent.locale.currency.code.clone()).into(),
         ],
@@ -137,7 +137,7 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
          pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition, \
          p.language, p.currency \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
-        &[id.into(), who.tenant.clone().into()],
+        &[id.into(), who.tenant.as_str().into()],
         |r| {
             let args: String = spi::col(r, 6)?;
             Ok(Stored {
@@ -177,7 +177,12 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     stored.settled_reply = spi::one(
         "SELECT reply::text FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 \
          AND idempotency_key = $3 AND proposal_id = $4::uuid AND state = 'settled'",
-        &[who.tenant.clone().into(), stored.tool.clone().into(), stored.key.clone().into(), stored.id.clone().into()],
+        &[
+            who.tenant.as_str().into(),
+            stored.tool.as_str().into(),
+            stored.key.as_str().into(),
+            stored.id.as_str().into(),
+        ],
         |r| spi::col::<String>(r, 1),
     );
     Ok(stored)
@@ -275,7 +280,7 @@ pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
          WHERE tenant_id = $3 AND proposal_id = $1::uuid",
-        &[p.id.clone().into(), status.into(), p.tenant.clone().into(), pgrx::datum::clock_timestamp().into()],
+        &[p.id.as_str().into(), status.into(), p.tenant.as_str().into(), pgrx::datum::clock_timestamp().into()],
     );
 }
 

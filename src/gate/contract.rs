@@ -102,16 +102,16 @@ pub enum Args<'a> {
 /// Check `args` against the tool's contract; the audit learns the args' HMAC and the schema
 /// version whatever the verdict.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn check(tool_name: &str, args: &Args, audit: &mut Audit) -> Step<Checked> {
+pub fn check(tool_name: &str, args: Args, audit: &mut Audit) -> Step<Checked> {
     check_kind(tool_name, false, args, audit)
 }
 
 /// The same for a read tool (`toolgate.read`).
-pub fn check_read(tool_name: &str, args: &Args, audit: &mut Audit) -> Step<Checked> {
+pub fn check_read(tool_name: &str, args: Args, audit: &mut Audit) -> Step<Checked> {
     check_kind(tool_name, true, args, audit)
 }
 
-fn check_kind(tool_name: &str, read: bool, args: &Args, audit: &mut Audit) -> Step<Checked> {
+fn check_kind(tool_name: &str, read: bool, args: Args, audit: &mut Audit) -> Step<Checked> {
     let Some(Tool { schema_version: version, sensitive, read: is_read, contract, .. }) = tool(tool_name) else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
@@ -120,9 +120,9 @@ fn check_kind(tool_name: &str, read: bool, args: &Args, audit: &mut Audit) -> St
         return Err(Deny::schema(vec![Violation::new("", "tool", message)]));
     }
     let parsed = match args {
-        Args::Jsonb(value) => contract::bounded(value.clone()),
+        Args::Jsonb(value) => contract::bounded(value),
         Args::Oversize => Err(contract::oversize()),
-        Args::Text(text) => contract::parse_args(*text),
+        Args::Text(text) => contract::parse_args(text),
     };
     let value = match parsed {
         Ok(v) => v,

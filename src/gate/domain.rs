@@ -91,7 +91,7 @@ impl Intent<'_> {
 pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked> {
     let (tool, args, conversation) = spi::one(
         "SELECT tool, args::text, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
-        &[proposal_id.into(), who.tenant.clone().into()],
+        &[proposal_id.into(), who.tenant.as_str().into()],
         |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?, spi::col::<String>(r, 3)?)),
     )?;
     let binding = binding::of(&tool)?;
@@ -160,7 +160,8 @@ fn find(b: &Binding, who: &Identity, args: &Value) -> Step<Found> {
         let tenant = found.get("tenant").and_then(Value::as_str);
         match (id, tenant) {
             (Some(id), Some(tenant)) if tenant == who.tenant => {
-                Ok(Found { id, state: found.get("state").and_then(text_of), found: found.clone() })
+                let state = found.get("state").and_then(text_of);
+                Ok(Found { id, state, found })
             }
             (Some(_), Some(_)) => Err(Deny::because(Rule::TargetNotFound, json!({"reason": "other_tenant"}))),
             _ => Err(misconfigured("target", "must return an object with \"id\" and \"tenant\"")),

@@ -89,7 +89,7 @@ fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
             "SELECT args_digest, state, reply::text, actor FROM toolgate.ledger \
              WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3"
         },
-        &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into()],
+        &[k.tenant.as_str().into(), k.tool.as_str().into(), k.key.as_str().into()],
         |r| {
             let proposal = if lock { live_proposal(r)? } else { None };
             Ok(Existing {
@@ -116,8 +116,8 @@ fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
 
 /// Hold `k`, or learn what an earlier call with the same key left.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn reserve(k: &Key) -> Step<Reservation> {
-    let Some(row) = existing(k) else { return Ok(Reservation::Owned(Held { key: k.clone(), row: false })) };
+pub fn reserve(k: Key) -> Step<Reservation> {
+    let Some(row) = existing(&k) else { return Ok(Reservation::Owned(Held { key: k, row: false })) };
     // Another actor's key: neither its reply, nor its proposal, nor whether the arguments match.
     if row.actor != k.actor {
         return Err(Deny::because(Rule::IdempotencyKeyReused, json!({"reason": "other_actor"})));
@@ -133,7 +133,7 @@ pub fn reserve(k: &Key) -> Step<Reservation> {
         ("pending", _, Some(view)) => Ok(Reservation::Pending(view)),
         // A proposal that expired or was superseded settled nothing: the key is this call's, and
         // its row is written over when the call is decided.
-        _ => Ok(Reservation::Owned(Held { key: k.clone(), row: true })),
+        _ => Ok(Reservation::Owned(Held { key: k, row: true })),
     }
 }
 
@@ -154,7 +154,7 @@ impl Held {
             spi::run(
                 "UPDATE toolgate.ledger SET state = 'pending', proposal_id = $4::uuid \
                  WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-                &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), proposal_id.into()],
+                &[k.tenant.as_str().into(), k.tool.as_str().into(), k.key.as_str().into(), proposal_id.into()],
             );
         } else {
             insert(
@@ -163,11 +163,11 @@ impl Held {
                 "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, proposal_id) \
                  VALUES ($1, $2, $3, $4, $5, 'pending', $6::uuid) ON CONFLICT DO NOTHING RETURNING 1",
                 &[
-                    k.tenant.clone().into(),
-                    k.tool.clone().into(),
-                    k.key.clone().into(),
-                    k.digest.clone().into(),
-                    k.actor.clone().into(),
+                    k.tenant.as_str().into(),
+                    k.tool.as_str().into(),
+                    k.key.as_str().into(),
+                    k.digest.as_str().into(),
+                    k.actor.as_str().into(),
                     proposal_id.into(),
                 ],
             );
@@ -183,7 +183,7 @@ impl Held {
             spi::run(
                 "UPDATE toolgate.ledger SET state = 'settled', proposal_id = NULL, reply = $4::jsonb, \
                  settled_at = pg_catalog.now() WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-                &[k.tenant.clone().into(), k.tool.clone().into(), k.key.clone().into(), stored.arg()],
+                &[k.tenant.as_str().into(), k.tool.as_str().into(), k.key.as_str().into(), stored.arg()],
             );
         } else {
             insert(
@@ -192,11 +192,11 @@ impl Held {
                 "INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state, reply, settled_at) \
                  VALUES ($1, $2, $3, $4, $5, 'settled', $6::jsonb, pg_catalog.now()) ON CONFLICT DO NOTHING RETURNING 1",
                 &[
-                    k.tenant.clone().into(),
-                    k.tool.clone().into(),
-                    k.key.clone().into(),
-                    k.digest.clone().into(),
-                    k.actor.clone().into(),
+                    k.tenant.as_str().into(),
+                    k.tool.as_str().into(),
+                    k.key.as_str().into(),
+                    k.digest.as_str().into(),
+                    k.actor.as_str().into(),
                     stored.arg(),
                 ],
             );

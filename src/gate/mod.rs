@@ -141,7 +141,7 @@ fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Ste
 /// A write tool's call (`toolgate.call`, and the contract's entry points named after their
 /// tools): the whole gate, in the caller's transaction.
 #[cfg_attr(feature = "steps", inline(never))]
-pub fn request(call: &Call) -> (Replied, Audit) {
+pub fn request(call: Call) -> (Replied, Audit) {
     config::begin_call();
     let mut audit = Audit::start("call", call.tool);
     let replied = run_request(call, &mut audit).unwrap_or_else(|deny| audit.denied(deny).into());
@@ -169,7 +169,7 @@ impl Replied {
     }
 }
 
-fn run_request(call: &Call, audit: &mut Audit) -> Step<Replied> {
+fn run_request(call: Call, audit: &mut Audit) -> Step<Replied> {
     // 1. Identity: tenant, actor and role from a verified token, never from the arguments.
     let who = identify(audit, call.identity, call.routed)?;
 
@@ -177,12 +177,12 @@ fn run_request(call: &Call, audit: &mut Audit) -> Step<Replied> {
     let conversation = audit.step(StepName::Contract, contract::conversation(call.conversation_id))?;
     audit.conversation(conversation);
     context::converse(conversation);
-    let checked = contract::check(call.tool, &call.args, audit);
+    let checked = contract::check(call.tool, call.args, audit);
     let args = audit.step(StepName::Contract, checked)?;
 
     // 3. Idempotency: a settled key replays, a pending one returns its proposal.
     let key = idempotency::Key::of(&who, call.tool, &args);
-    let held = match audit.step(StepName::Idempotency, idempotency::reserve(&key))? {
+    let held = match audit.step(StepName::Idempotency, idempotency::reserve(key))? {
         Reservation::Settled(reply) => return Ok(reply.replay().into()),
         Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay().into()),
         Reservation::Owned(held) => held,
@@ -418,7 +418,7 @@ pub fn read(identity_token: Option<&str>, tool: &str, args: contract::Args, rout
     config::begin_call();
     let mut audit = Audit::start("read", tool);
     let reply =
-        run_defined_read(identity_token, tool, &args, routed, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
+        run_defined_read(identity_token, tool, args, routed, &mut audit).unwrap_or_else(|deny| audit.denied(deny));
     audit.record(&reply);
     reply
 }
@@ -444,7 +444,7 @@ pub fn tools(identity_token: Option<&str>) -> Reply {
 fn run_defined_read(
     identity_token: Option<&str>,
     tool: &str,
-    args: &contract::Args,
+    args: contract::Args,
     routed: Option<&str>,
     audit: &mut Audit,
 ) -> Step<Reply> {

@@ -55,7 +55,7 @@ pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
         vec![Violation::new("", "json", what)]
     })?;
     let mut errors = Vec::new();
-    check_bounds(&value, String::new(), 0, &mut errors);
+    check_bounds(&value, &String::new, 0, &mut errors);
     if errors.is_empty() {
         Ok(value)
     } else {
@@ -68,7 +68,7 @@ pub fn parse_args(text: Option<&str>) -> Result<Value, Vec<Violation>> {
 pub fn bounded(value: Option<serde_json::Value>) -> Result<Value, Vec<Violation>> {
     let value = value.ok_or_else(|| vec![Violation::new("", "type", "arguments are required")])?;
     let mut errors = Vec::new();
-    check_bounds(&value, String::new(), 0, &mut errors);
+    check_bounds(&value, &String::new, 0, &mut errors);
     if errors.is_empty() {
         Ok(value)
     } else {
@@ -95,7 +95,9 @@ fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Violation>) {
+/// `path` makes the value's JSON Pointer, only for a violation: a valid value (nearly every one)
+/// costs no string per member.
+fn check_bounds(value: &Value, path: &dyn Fn() -> String, depth: usize, errors: &mut Vec<Violation>) {
     match value {
         Value::Number(n) => {
             // Numbers keep the text they were sent as, and the schema judges that text. RFC 8785
@@ -105,23 +107,23 @@ fn check_bounds(value: &Value, path: String, depth: usize, errors: &mut Vec<Viol
             let exact = n.as_f64().is_some_and(|f| f.abs() <= MAX_EXACT_INTEGER && same_number(&n.to_string(), f));
             if !exact {
                 errors.push(Violation::new(
-                    path,
+                    path(),
                     "number",
                     "number is not finite, out of range or more precise than a double",
                 ));
             }
         }
         Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
-            errors.push(Violation::new(path, "maxDepth", format!("nesting deeper than {MAX_DEPTH}")));
+            errors.push(Violation::new(path(), "maxDepth", format!("nesting deeper than {MAX_DEPTH}")));
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                check_bounds(item, format!("{path}/{i}"), depth + 1, errors);
+                check_bounds(item, &|| format!("{}/{i}", path()), depth + 1, errors);
             }
         }
         Value::Object(map) => {
             for (k, item) in map {
-                check_bounds(item, format!("{path}/{}", escape_pointer(k)), depth + 1, errors);
+                check_bounds(item, &|| format!("{}/{}", path(), escape_pointer(k)), depth + 1, errors);
             }
         }
         _ => {}
