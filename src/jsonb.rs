@@ -104,6 +104,26 @@ fn number_of(numeric: &[u8]) -> Value {
     text.parse::<Number>().map(Value::Number).unwrap_or(Value::String(text))
 }
 
+/// A jsonb column read by a statement (`spi::col`), decoded as it is stored: no JSON text printed
+/// and parsed again.
+pub struct Read(pub Value);
+
+impl pgrx::FromDatum for Read {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Read> {
+        // SAFETY: a jsonb column's datum (the statement's column has jsonb's type), not NULL.
+        (!is_null).then(|| Read(unsafe { value(datum) }))
+    }
+}
+
+impl IntoDatum for Read {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(datum(&self.0))
+    }
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
 /// A jsonb an entry point returns (or a statement takes: `arg`).
 #[derive(Clone, Copy)]
 pub struct Jsonb(pg_sys::Datum);

@@ -132,14 +132,13 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
     let locked_target = domain::lock_proposal_target(who, &id);
     let mut stored = spi::one(
-        "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args::text, \
+        "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
          pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition, \
          p.language, p.currency \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
         &[id.into(), who.tenant.as_str().into()],
         |r| {
-            let args: String = spi::col(r, 6)?;
             Ok(Stored {
                 id: spi::col(r, 1)?,
                 tenant: who.tenant.clone(),
@@ -147,7 +146,7 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 actor: spi::col(r, 3)?,
                 tool: spi::col(r, 4)?,
                 target: spi::col(r, 5)?,
-                args: serde_json::from_str(&args).expect("jsonb text is JSON"),
+                args: spi::col::<crate::jsonb::Read>(r, 6)?.0,
                 digest: spi::col(r, 7)?,
                 key: spi::col(r, 8)?,
                 tier: spi::col(r, 9)?,

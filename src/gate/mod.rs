@@ -385,13 +385,13 @@ fn decide_proposal(
     audit.step(StepName::Confirmation, defined)?;
 
     // The state may have moved since the proposal: authorization and domain run again.
+    audit.args(Some(crate::audit::hmac_key().hmac(&p.args)), Some(p.schema_version));
     let args = contract::Checked {
         sensitive: tool.is_none_or(|t| t.sensitive),
         digest: p.digest.clone(),
         schema_version: p.schema_version,
-        value: p.args.clone(),
+        value: std::mem::take(&mut p.args),
     };
-    audit.args(Some(crate::audit::hmac_key().hmac(&p.args)), Some(p.schema_version));
     let (policy, target) = authorize(who, &p.tool, &args, Sought::Confirmation(&mut p.locked_target), audit)?;
     let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
