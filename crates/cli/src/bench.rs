@@ -151,8 +151,11 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
     let erp = FakeErpThread::start()?;
     let token_file = run.keys_dir.join("erp-refresh-token");
     std::fs::write(&token_file, format!("{}\n", erp.erp.refresh_token()))?;
+    // Each run's ERP is a new one, with a refresh token of its own: the tokens the dispatchers
+    // kept from an earlier run's ERP (`toolgate.erp_credentials`) go, so this run's file seeds them.
     db.batch_execute(&format!(
-        "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('bench_erp', '{}', 'refresh_token'); RESET ROLE",
+        "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('bench_erp', '{}', 'refresh_token'); RESET ROLE; \
+         DELETE FROM toolgate.erp_credentials WHERE endpoint = 'bench_erp'",
         erp.erp.base_url()
     ))
     .await?;
