@@ -114,7 +114,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     p toolgate.proposals;
 BEGIN
-    UPDATE toolgate.proposals SET status = 'applied', decided_at = now() WHERE proposal_id = p_proposal
+    UPDATE toolgate.proposals SET status = 'applied', decided_at = now()
+     WHERE tenant_id = 'bench1' AND proposal_id = p_proposal
     RETURNING * INTO p;
     UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
      WHERE tenant_id = p.tenant_id AND order_id = p.target;
