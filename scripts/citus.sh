@@ -299,7 +299,12 @@ TOOLGATE_KEYS=$work/keys-single "$PG_REGRESS" --bindir="$PGBIN" --host="$single"
 sql "$single" "$sport" "$db" -c "CREATE ROLE toolgate_citus_app LOGIN IN ROLE toolgate_agent" 2>/dev/null || true
 btenants=(bench-a bench-b bench-c bench-d bench-e bench-f bench-g bench-h)
 btenant_list="'$(printf "%s','" "${btenants[@]}" | sed "s/','$//")'"
-orders=$((bench_seconds * 2000))
+# Orders enough for every run on a node: each tenant's sequence serves all of the node's runs, and
+# the busiest tenant (the first) has ceil(C/8) of a run's C clients, so at most that share of its
+# calls; a node is taken to make at most 6,000 calls a second (more than this machine's two cores
+# make). A run that still found no open order says so below, with what its calls returned.
+orders=0
+for c in "${bench_clients[@]}"; do orders=$((orders + bench_seconds * 6000 * ((c + 7) / 8) / c)); done
 for node in "$coordinator $cport" "$single $sport"; do
     read -r h p <<<"$node"
     sql "$h" "$p" "$db" >/dev/null <<SQL
@@ -329,30 +334,35 @@ bench_sql=$work/bench.sql
     printf '%s\n' '\endif'
 } >"$bench_sql"
 
-# bench_run HOST PORT CLIENTS: one pgbench run; prints "tps latency_ms", after checking that every
-# call of the run was a close that succeeded, one audit row each.
+# bench_run HOST PORT CLIENTS: one pgbench run; sets run_tps and run_lat, after checking that every
+# call of the run was a close that succeeded, one audit row each (what it found, if not).
 bench_run() {
-    local h=$1 p=$2 c=$3 out=$work/bench-$2-$3.log since tps lat got
+    local h=$1 p=$2 c=$3 out=$work/bench-$2-$3.log since got txns
     since=$(sql "$h" "$p" "$db" -c "SELECT clock_timestamp()")
     "$PGBIN/pgbench" -n -h "$h" -p "$p" -U toolgate_citus_app -c "$c" -j $((c < 2 ? c : 2)) -T "$bench_seconds" \
-        -f "$bench_sql" "$db" >"$out" 2>&1 || { log "pgbench failed:"; cat "$out" >&2; exit 1; }
-    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")
-    lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$out")
+        -f "$bench_sql" "$db" >"$out" 2>&1 || { log "pgbench failed on port $p, $c client(s):"; tail -20 "$out"; exit 1; }
+    run_tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")
+    run_lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$out")
     got=$(sql "$h" "$p" "$db" -c "
         WITH a AS MATERIALIZED (SELECT outcome FROM toolgate.audit
                                  WHERE tenant_id IN ($btenant_list) AND at > '$since')
         SELECT count(*) FILTER (WHERE outcome = 'SUCCEEDED') || ' ' || count(*) FROM a")
-    local txns
     txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
-    [ "$got" = "$txns $txns" ] || { log "a benchmark run did not do what it measures: [$got] for $txns calls"; exit 1; }
-    echo "$tps $lat"
+    if [ "$got" != "$txns $txns" ]; then
+        log "a benchmark run (port $p, $c client(s)) did not do what it measures: [$got] (succeeded, audited) for $txns calls; its audit rows:"
+        sql "$h" "$p" "$db" -c "
+            SELECT tenant_id || ' ' || outcome || ' ' || (detail - 'quota')::text || ': ' || count(*)
+              FROM toolgate.audit WHERE tenant_id IN ($btenant_list) AND at > '$since'
+             GROUP BY tenant_id, outcome, (detail - 'quota')::text ORDER BY count(*) DESC LIMIT 20"
+        exit 1
+    fi
 }
 results=()
 for c in "${bench_clients[@]}"; do
-    one=$(bench_run "$single" "$sport" "$c")
-    cluster=$(bench_run "$coordinator" "$cport" "$c")
-    read -r one_tps one_lat <<<"$one"
-    read -r cl_tps cl_lat <<<"$cluster"
+    bench_run "$single" "$sport" "$c"
+    one_tps=$run_tps one_lat=$run_lat
+    bench_run "$coordinator" "$cport" "$c"
+    cl_tps=$run_tps cl_lat=$run_lat
     results+=("| $c | $(printf '%.0f' "$one_tps") | $one_lat | $(printf '%.0f' "$cl_tps") | $cl_lat | $(awk -v a="$cl_tps" -v b="$one_tps" 'BEGIN { printf "%.2f", a / b }') |")
 done
 log "tier-0 closes through tenant_call, $bench_seconds s a run (one node: PostgreSQL 15; the cluster: a coordinator and two workers, on the same cores):"

