@@ -83,7 +83,7 @@ pub fn propose(
     .expect("INSERT … RETURNING returns the row")
 }
 
-/// A proposal as `confirm` finds it, locked.
+/// A proposal as `confirm` finds it.
 pub struct Stored {
     pub id: String,
     pub tenant: String,
@@ -96,6 +96,8 @@ pub struct Stored {
     pub key: String,
     pub tier: i32,
     pub challenge: Option<String>,
+    /// Its status and whether it is unexpired, as `relock` reads them under the proposal's lock
+    /// (`load` leaves them unknown: `answer` claims a live proposal without reading them).
     pub status: String,
     pub unexpired: bool,
     pub created_epoch: f64,
@@ -110,7 +112,8 @@ pub struct Stored {
     /// of its amount.
     pub language: Language,
     pub currency: Option<String>,
-    /// The reply of a decided (applied or declined) proposal; `None` for any other.
+    /// The reply of a decided (applied or declined) proposal, read by `relock`; `None` for any
+    /// other.
     pub settled_reply: Option<String>,
     /// What the tool's target function found when `load` locked the proposal's target.
     pub locked_target: Option<domain::Locked>,
@@ -125,18 +128,21 @@ pub fn verify_token(token: Option<&str>, who: &Identity) -> Step<Confirmation> {
     token::verify_confirmation(token.unwrap_or_default(), key.as_ref(), &who.tenant, clock::tokens()).map_err(deny)
 }
 
-/// The proposal a confirmation names, in the caller's tenant only, locked for the decision.
+fn not_live() -> Deny {
+    Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}))
+}
+
+/// The proposal a confirmation names, in the caller's tenant only, then its target locked
+/// (`domain::lock_proposal_target`), the proposal not yet: `answer` locks it. Everything read
+/// here is written once, when the proposal is made; its status is not read here.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn load(who: &Identity, id: &str) -> Step<Stored> {
-    let not_live = || Deny::because(Rule::ProposalNotLive, json!({"reason": "unknown"}));
     let id = uuid::Uuid::parse_str(id).map_err(|_| not_live())?.to_string();
-    let locked_target = domain::lock_proposal_target(who, &id);
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args, \
-         p.args_digest, p.idempotency_key, p.tier, p.challenge, p.status, p.expires_at > pg_catalog.clock_timestamp(), \
-         pg_catalog.date_part('epoch', p.created_at), p.schema_version, p.amount::text, p.account, p.definition, \
-         p.language, p.currency \
-         FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
+         p.args_digest, p.idempotency_key, p.tier, p.challenge, pg_catalog.date_part('epoch', p.created_at), \
+         p.schema_version, p.amount::text, p.account, p.definition, p.language, p.currency \
+         FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2",
         &[id.into(), who.tenant.as_str().into()],
         |r| {
             Ok(Stored {
@@ -151,40 +157,50 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 key: spi::col(r, 8)?,
                 tier: spi::col(r, 9)?,
                 challenge: r.get(10)?,
-                status: spi::col(r, 11)?,
-                unexpired: spi::col(r, 12)?,
-                created_epoch: spi::col(r, 13)?,
-                schema_version: spi::col(r, 14)?,
-                amount: r.get(15)?,
-                account: r.get(16)?,
-                definition: r.get(17)?,
-                language: super::locale::language(r.get::<String>(18)?.as_deref()),
-                currency: r.get(19)?,
+                status: String::new(),
+                unexpired: false,
+                created_epoch: spi::col(r, 11)?,
+                schema_version: spi::col(r, 12)?,
+                amount: r.get(13)?,
+                account: r.get(14)?,
+                definition: r.get(15)?,
+                language: super::locale::language(r.get::<String>(16)?.as_deref()),
+                currency: r.get(17)?,
                 settled_reply: None,
                 locked_target: None,
             })
         },
     )
     .ok_or_else(not_live)?;
-    stored.locked_target = locked_target;
+    stored.locked_target =
+        domain::lock_proposal_target(who, &stored.tool, &stored.args, &stored.conversation, &stored.id);
+    Ok(stored)
+}
+
+/// The proposal's status and expiry as they are now, under the proposal's lock, and the reply
+/// of a decided one.
+fn relock(p: &mut Stored) -> Step<()> {
+    let (status, unexpired) = spi::one(
+        "SELECT p.status, p.expires_at > pg_catalog.clock_timestamp() FROM toolgate.proposals p \
+         WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2 FOR UPDATE",
+        &[p.id.as_str().into(), p.tenant.as_str().into()],
+        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<bool>(r, 2)?)),
+    )
+    .ok_or_else(not_live)?;
+    p.status = status;
+    p.unexpired = unexpired;
     // Only a decided proposal replays its reply. A statement of its own, after the lock: joined
     // into the locking one, the ledger would be read as it was before a concurrent confirmation of
     // this proposal committed.
-    if !decided(&stored.status) {
-        return Ok(stored);
+    if decided(&p.status) {
+        p.settled_reply = spi::one(
+            "SELECT reply::text FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 \
+             AND idempotency_key = $3 AND proposal_id = $4::uuid AND state = 'settled'",
+            &[p.tenant.as_str().into(), p.tool.as_str().into(), p.key.as_str().into(), p.id.as_str().into()],
+            |r| spi::col::<String>(r, 1),
+        );
     }
-    stored.settled_reply = spi::one(
-        "SELECT reply::text FROM toolgate.ledger WHERE tenant_id = $1 AND tool = $2 \
-         AND idempotency_key = $3 AND proposal_id = $4::uuid AND state = 'settled'",
-        &[
-            who.tenant.as_str().into(),
-            stored.tool.as_str().into(),
-            stored.key.as_str().into(),
-            stored.id.as_str().into(),
-        ],
-        |r| spi::col::<String>(r, 1),
-    );
-    Ok(stored)
+    Ok(())
 }
 
 /// A person already answered this proposal: its key holds the reply they got.
@@ -200,11 +216,74 @@ pub enum Answer {
     Approved,
 }
 
+impl Answer {
+    /// The status a proposal takes when this answer decides it.
+    fn status(&self) -> Option<&'static str> {
+        match self {
+            Answer::Replay(_) => None,
+            Answer::Declined => Some("declined"),
+            Answer::Approved => Some("applied"),
+        }
+    }
+}
+
+/// The person's answer to the proposal `load` read and whose target it locked, and the proposal
+/// locked and marked with it. An answer that decides it (the proposer's, newer than the
+/// proposal, a yes or a no in the words its tier requires) marks it applied or declined in one
+/// statement, which also locks it, if it is still live and unexpired; an approval that is then
+/// refused puts it back (`reopen`). Any other answer, or a proposal no longer live, is judged on
+/// the proposal as it is now, under its lock: a replay of its reply, or the refusal.
+#[cfg_attr(feature = "steps", inline(never))]
+pub fn answer(p: &mut Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
+    if let Ok(answer) = judge_answer(p, who, c) {
+        if claim(p, &answer) {
+            return Ok(answer);
+        }
+    }
+    relock(p)?;
+    let judged = judge(p, who, c);
+    if judged.is_err() {
+        expire(p);
+    }
+    let answer = judged?;
+    // Locked and judged live: only the clock can have moved since.
+    if answer.status().is_some() && !claim(p, &answer) {
+        decide(p, "expired");
+        return Err(Deny::because(Rule::ProposalNotLive, json!({"reason": "expired"})));
+    }
+    Ok(answer)
+}
+
+/// Mark a live, unexpired proposal with what the answer decided, locking it; false if it is no
+/// longer live or has expired (and nothing is written). The wall clock is a parameter, not
+/// clock_timestamp() in the statement: Citus refuses a volatile function in an UPDATE of a
+/// distributed table.
+#[cfg_attr(feature = "steps", inline(never))]
+fn claim(p: &Stored, answer: &Answer) -> bool {
+    let status = answer.status().expect("an answer that decides");
+    spi::run(
+        "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
+         WHERE tenant_id = $3 AND proposal_id = $1::uuid AND status = 'live' AND expires_at > $4 RETURNING 1",
+        &[p.id.as_str().into(), status.into(), p.tenant.as_str().into(), pgrx::datum::clock_timestamp().into()],
+    ) == 1
+}
+
+/// An approval refused after `answer` marked the proposal applied (authorization, the domain
+/// rules, the tier, the effect): the proposal is live again, as if it had not been answered. One
+/// invalidated meanwhile (`same_definition`, `same_value`) stays so.
+pub fn reopen(p: &Stored) {
+    spi::run(
+        "UPDATE toolgate.proposals SET status = 'live', decided_at = NULL \
+         WHERE tenant_id = $2 AND proposal_id = $1::uuid AND status = 'applied'",
+        &[p.id.as_str().into(), p.tenant.as_str().into()],
+    );
+}
+
 /// Judge the answer: the proposal is live, the answer is the proposer's, newer than the proposal,
 /// and says yes in the words the tier requires.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
-    // Only a decided proposal has one (see `load`).
+    // Only a decided proposal has one (see `relock`).
     if let Some(reply) = &p.settled_reply {
         let reply: Reply = serde_json::from_str(reply).expect("the ledger stores replies");
         return Ok(Answer::Replay(reply));
@@ -213,6 +292,12 @@ pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
         let reason = if p.status == "live" { "expired" } else { p.status.as_str() };
         return Err(Deny::because(Rule::ProposalNotLive, json!({"reason": reason})));
     }
+    judge_answer(p, who, c)
+}
+
+/// The answer itself, whatever the proposal's status: the proposer's, newer than the proposal,
+/// and a yes or a no in the words the tier requires.
+fn judge_answer(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
     if p.actor != who.sub {
         return Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "other_actor"})));
     }

@@ -16,7 +16,7 @@ use super::binding::{self, ctx, misconfigured, Binding};
 use super::contract::Checked;
 use super::scope::{invoke, refusal};
 use super::{consent, Deny, Step};
-use crate::{context, spi};
+use crate::context;
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.
 pub struct Target {
@@ -86,18 +86,18 @@ impl Intent<'_> {
 /// dies in a deadlock. The tool's target function takes the ERP's locks, in the context the
 /// confirmation runs in (its conversation and proposal); what it found is the target `confirm`
 /// judges at step 4 (the rows it locked cannot change before the call ends, so it is not asked
-/// twice). Decides nothing: an unknown proposal or an unbound tool locks nothing (`None`), and
-/// the steps after it decide.
-pub fn lock_proposal_target(who: &Identity, proposal_id: &str) -> Option<Locked> {
-    let (tool, args, conversation) = spi::one(
-        "SELECT tool, args, conversation_id FROM toolgate.proposals WHERE proposal_id = $1::uuid AND tenant_id = $2",
-        &[proposal_id.into(), who.tenant.as_str().into()],
-        |r| Ok((spi::col::<String>(r, 1)?, spi::col::<crate::jsonb::Read>(r, 2)?.0, spi::col::<String>(r, 3)?)),
-    )?;
-    let binding = binding::of(&tool)?;
-    context::converse(&conversation);
+/// twice). Decides nothing: an unbound tool locks nothing (`None`), and the steps after it decide.
+pub fn lock_proposal_target(
+    who: &Identity,
+    tool: &str,
+    args: &Value,
+    conversation: &str,
+    proposal_id: &str,
+) -> Option<Locked> {
+    let binding = binding::of(tool)?;
+    context::converse(conversation);
     context::proposal(proposal_id);
-    let found = find(&binding, who, &args);
+    let found = find(&binding, who, args);
     // Its verdict is step 4's, given there: a refusal of the function's answer keeps its `undo`
     // until then, so the steps in between (a proposal no longer live, refused with what it wrote
     // kept) are not rolled back by it (see `scope::scope`).

@@ -349,8 +349,8 @@ fn run_confirm(
     scope::scope(audit, |audit| decide_proposal(&who, &answer, audit)).map(Decided::settle)
 }
 
-/// A verified answer to a proposal: the proposal locked and judged, then steps 4 and 5 again and
-/// the effect.
+/// A verified answer to a proposal: the proposal read, its target and then itself locked, the
+/// answer judged, then steps 4 and 5 again and the effect.
 #[cfg_attr(feature = "steps", inline(never))]
 fn decide_proposal(
     who: &Identity,
@@ -364,24 +364,31 @@ fn decide_proposal(
     audit.proposal(&p.id);
     context::converse(&p.conversation);
     context::proposal(&p.id);
-    let judged = confirmation::judge(&p, who, answer);
-    if judged.is_err() {
-        confirmation::expire(&p);
-    }
-    match audit.step(StepName::Confirmation, judged)? {
+    match audit.step(StepName::Confirmation, confirmation::answer(&mut p, who, answer))? {
         Answer::Replay(reply) => return Ok(Decided::reply(reply.replay())),
         Answer::Declined => {
-            confirmation::decide(&p, "declined");
             return Ok(Decided::settling_pending(Reply::denied(Rule::HumanDeclined), &who.tenant, &p.tool, &p.key));
         }
         Answer::Approved => {}
     }
+    // Marked applied by `answer`: a refusal from here on makes it live again.
+    let applied = apply_approved(who, &mut p, audit);
+    if applied.is_err() {
+        confirmation::reopen(&p);
+    }
+    let reply = applied?;
+    Ok(Decided::settling_pending(reply, &who.tenant, &p.tool, &p.key))
+}
 
+/// An approved proposal, locked and marked applied: its definition and value still the ones
+/// consented to, steps 4 and 5 against the current state, then the effect.
+#[inline(always)]
+fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audit) -> Step<Reply> {
     // Consent was given to this definition of the tool: a tool (or a bound function) changed
     // since needs a new proposal.
     let tool = contract::tool(&p.tool);
     let definition = binding::of(&p.tool).map(|b| b.definition);
-    let defined = confirmation::same_definition(&p, definition.as_deref(), tool.as_ref().map(|t| t.schema_version));
+    let defined = confirmation::same_definition(p, definition.as_deref(), tool.as_ref().map(|t| t.schema_version));
     audit.step(StepName::Confirmation, defined)?;
 
     // The state may have moved since the proposal: authorization and domain run again.
@@ -396,7 +403,7 @@ fn decide_proposal(
     let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
     // or account, or a policy that now asks more, needs a new proposal.
-    audit.step(StepName::Confirmation, confirmation::same_value(&p, &intent))?;
+    audit.step(StepName::Confirmation, confirmation::same_value(p, &intent))?;
     let tier = intent.tier(&policy);
     let consented = if tier > p.tier {
         Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "tier_raised", "tier": tier})))
@@ -405,9 +412,7 @@ fn decide_proposal(
     };
     audit.step(StepName::Confirmation, consented)?;
 
-    let reply = audit.step(StepName::Effect, effect::apply(&intent))?;
-    confirmation::decide(&p, "applied");
-    Ok(Decided::settling_pending(reply, &who.tenant, &p.tool, &p.key))
+    audit.step(StepName::Effect, effect::apply(&intent))
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,
