@@ -257,7 +257,8 @@ pub fn answer(p: &mut Stored, who: &Identity, c: &Confirmation) -> Step<Answer> 
 /// Mark a live, unexpired proposal with what the answer decided, locking it; false if it is no
 /// longer live or has expired (and nothing is written). The wall clock is a parameter, not
 /// clock_timestamp() in the statement: Citus refuses a volatile function in an UPDATE of a
-/// distributed table.
+/// distributed table. The same moment is the decision's time and the one the expiry is judged
+/// at.
 #[cfg_attr(feature = "steps", inline(never))]
 fn claim(p: &Stored, answer: &Answer) -> bool {
     let status = answer.status().expect("an answer that decides");
@@ -356,11 +357,9 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
     ))
 }
 
-/// Record the person's decision on the proposal. The wall clock is a parameter, not
-/// clock_timestamp() in the statement: Citus refuses a volatile function in an UPDATE of a
-/// distributed table.
-#[cfg_attr(feature = "steps", inline(never))]
-pub fn decide(p: &Stored, status: &'static str) {
+/// Mark a proposal `answer` read or locked with what became of it without a person's decision:
+/// invalidated or expired. The wall clock is a parameter, as in `claim`.
+fn decide(p: &Stored, status: &'static str) {
     spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
          WHERE tenant_id = $3 AND proposal_id = $1::uuid",
@@ -369,7 +368,7 @@ pub fn decide(p: &Stored, status: &'static str) {
 }
 
 /// Mark an expired proposal as such, so the panel and the ledger stop treating it as live.
-pub fn expire(p: &Stored) {
+fn expire(p: &Stored) {
     if p.status == "live" && !p.unexpired {
         decide(p, "expired");
     }
