@@ -96,8 +96,9 @@ pub struct Stored {
     pub key: String,
     pub tier: i32,
     pub challenge: Option<String>,
-    /// Its status and whether it is unexpired, as `relock` reads them under the proposal's lock
-    /// (`load` leaves them unknown: `answer` claims a live proposal without reading them).
+    /// Its status and whether it is unexpired, as `relock` reads them under the proposal's lock,
+    /// or the status `claim` gave it (`load` leaves them unknown: `answer` claims a live
+    /// proposal without reading them).
     pub status: String,
     pub unexpired: bool,
     pub created_epoch: f64,
@@ -260,13 +261,17 @@ pub fn answer(p: &mut Stored, who: &Identity, c: &Confirmation) -> Step<Answer> 
 /// distributed table. The same moment is the decision's time and the one the expiry is judged
 /// at.
 #[cfg_attr(feature = "steps", inline(never))]
-fn claim(p: &Stored, answer: &Answer) -> bool {
+fn claim(p: &mut Stored, answer: &Answer) -> bool {
     let status = answer.status().expect("an answer that decides");
-    spi::run(
+    let claimed = spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
          WHERE tenant_id = $3 AND proposal_id = $1::uuid AND status = 'live' AND expires_at > $4 RETURNING 1",
         &[p.id.as_str().into(), status.into(), p.tenant.as_str().into(), pgrx::datum::clock_timestamp().into()],
-    ) == 1
+    ) == 1;
+    if claimed {
+        status.clone_into(&mut p.status);
+    }
+    claimed
 }
 
 /// An approval refused after `answer` marked the proposal applied (authorization, the domain
