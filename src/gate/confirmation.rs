@@ -12,7 +12,7 @@ use super::contract::Checked;
 use super::domain::{self, Intent};
 use super::identity::{refused, registered_key};
 use super::{clock, Deny, Step};
-use crate::spi;
+use crate::{context, spi};
 
 /// Store a proposal, superseding the conversation's live one, and return what the person sees.
 #[cfg_attr(feature = "steps", inline(never))]
@@ -173,8 +173,10 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
         },
     )
     .ok_or_else(not_live)?;
-    stored.locked_target =
-        domain::lock_proposal_target(who, &stored.tool, &stored.args, &stored.conversation, &stored.id);
+    // The confirmation runs in the proposal's conversation, from its target function on.
+    context::converse(&stored.conversation);
+    context::proposal(&stored.id);
+    stored.locked_target = domain::lock_proposal_target(who, &stored.tool, &stored.args);
     Ok(stored)
 }
 
@@ -270,6 +272,7 @@ fn claim(p: &mut Stored, answer: &Answer) -> bool {
     ) == 1;
     if claimed {
         status.clone_into(&mut p.status);
+        p.unexpired = true;
     }
     claimed
 }

@@ -16,7 +16,6 @@ use super::binding::{self, ctx, misconfigured, Binding};
 use super::contract::Checked;
 use super::scope::{invoke, refusal};
 use super::{consent, Deny, Step};
-use crate::context;
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.
 pub struct Target {
@@ -84,19 +83,11 @@ impl Intent<'_> {
 /// live proposal in step 7). Taken the other way round, a confirmation holding the proposal and a
 /// new proposal for the same target in its conversation wait for each other until one of them
 /// dies in a deadlock. The tool's target function takes the ERP's locks, in the context the
-/// confirmation runs in (its conversation and proposal); what it found is the target `confirm`
-/// judges at step 4 (the rows it locked cannot change before the call ends, so it is not asked
-/// twice). Decides nothing: an unbound tool locks nothing (`None`), and the steps after it decide.
-pub fn lock_proposal_target(
-    who: &Identity,
-    tool: &str,
-    args: &Value,
-    conversation: &str,
-    proposal_id: &str,
-) -> Option<Locked> {
+/// confirmation runs in (its conversation and proposal, set by `confirmation::load`); what it
+/// found is the target `confirm` judges at step 4 (the rows it locked cannot change before the
+/// call ends, so it is not asked twice). Decides nothing: an unbound tool locks nothing (`None`), and the steps after it decide.
+pub fn lock_proposal_target(who: &Identity, tool: &str, args: &Value) -> Option<Locked> {
     let binding = binding::of(tool)?;
-    context::converse(conversation);
-    context::proposal(proposal_id);
     let found = find(&binding, who, args);
     // Its verdict is step 4's, given there: a refusal of the function's answer keeps its `undo`
     // until then, so the steps in between (a proposal no longer live, refused with what it wrote

@@ -362,8 +362,6 @@ fn decide_proposal(
     audit.conversation(&p.conversation);
     audit.target(&p.target);
     audit.proposal(&p.id);
-    context::converse(&p.conversation);
-    context::proposal(&p.id);
     match audit.step(StepName::Confirmation, confirmation::answer(&mut p, who, answer))? {
         Answer::Replay(reply) => return Ok(Decided::reply(reply.replay())),
         Answer::Declined => {
