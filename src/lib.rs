@@ -152,6 +152,28 @@ mod tests {
         .0
     }
 
+    /// A reply's times (a proposal's `expires_at`) are written by the gate (`spi::iso_utc`), to
+    /// the byte what `toolgate.iso_utc` writes, whatever the session's time zone: 801 times 37
+    /// days and some microseconds apart around 2000, and the edges (a leap day, the last
+    /// microsecond of a millisecond, the epoch, a year before Christ, the last year).
+    #[pg_test]
+    fn a_reply_writes_a_time_as_iso_utc_does() {
+        Spi::run("SET LOCAL timezone = 'America/Sao_Paulo'").unwrap();
+        let pairs = crate::spi::query(
+            "SELECT t, toolgate.iso_utc(t) FROM (SELECT timestamptz '2000-01-01 00:00:00+00' \
+               + n * interval '37 days 03:07:11.123457' AS t FROM generate_series(-400, 400) n \
+             UNION ALL VALUES (timestamptz '2024-02-29 23:59:59.999999+00'), ('1970-01-01 00:00:00+00'), \
+               ('2000-01-01 00:00:00.000999+00'), ('1999-12-31 23:59:59.999999-03'), \
+               ('0044-03-15 12:00:00.5+00 BC'), ('9999-12-31 23:59:59.999+00')) s",
+            &[],
+            |r| Ok((crate::spi::iso_utc(r, 1)?, crate::spi::col::<String>(r, 2)?)),
+        );
+        assert_eq!(pairs.len(), 807);
+        for (ours, sql) in pairs {
+            assert_eq!(ours, sql);
+        }
+    }
+
     #[pg_test]
     fn extension_installs_its_roles() {
         let n = Spi::get_one::<i64>(

@@ -116,6 +116,34 @@ pub fn col<T: IntoDatum + FromDatum>(row: Row, i: usize) -> SpiResult<T> {
     row.get::<T>(i)?.ok_or(pgrx::spi::SpiError::SpiError(pgrx::spi::SpiErrorCodes::NoAttribute))
 }
 
+/// Column `i`, a `timestamptz` the statement guarantees is finite, as a reply writes a time: RFC
+/// 3339 in UTC to the millisecond (`2026-12-03T19:04:57.123Z`), byte for byte what
+/// `toolgate.iso_utc` writes. Broken down by PostgreSQL's own `timestamp2tm` and formatted here:
+/// `iso_utc` is a SQL function the planner cannot inline (IMMUTABLE, over a STABLE `to_char`), so
+/// a statement that calls it parses and plans its body at every execution.
+pub fn iso_utc(row: Row, i: usize) -> SpiResult<String> {
+    let ts: pgrx::datum::TimestampWithTimeZone = col(row, i)?;
+    assert!(ts.is_finite(), "toolgate: an infinite time where a finite one is kept");
+    let mut tm = pgrx::pg_sys::pg_tm::default();
+    let mut fsec: pgrx::pg_sys::fsec_t = 0;
+    use std::ptr::null_mut;
+    // With no time zone asked for (`tzp` NULL), the time is broken down in UTC.
+    let broken =
+        unsafe { pgrx::pg_sys::timestamp2tm(ts.into_inner(), null_mut(), &mut tm, &mut fsec, null_mut(), null_mut()) };
+    assert_eq!(broken, 0, "toolgate: a time out of range where a finite one is kept");
+    // to_char's YYYY: a year before 1 is written as its number before Christ.
+    let year = if tm.tm_year <= 0 { 1 - tm.tm_year } else { tm.tm_year };
+    Ok(format!(
+        "{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        tm.tm_mon,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        fsec / 1000
+    ))
+}
+
 /// The OID of the `toolgate` schema: it changes when the extension is dropped and created again,
 /// so per-backend caches of its rows key on it and never outlive the rows they copy.
 pub fn schema_oid() -> pgrx::pg_sys::Oid {

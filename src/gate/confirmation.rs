@@ -56,7 +56,7 @@ pub fn propose(
          expires_at, amount, account, definition, language, currency) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, \
          $9, $10, $11, $12, $13, 'live', pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), \
          $15::numeric, $16, $17, $18, $19) \
-         RETURNING proposal_id::text, toolgate.iso_utc(expires_at)",
+         RETURNING proposal_id::text, expires_at",
         &[
             who.tenant.as_str().into(),
             conversation.into(),
@@ -78,7 +78,7 @@ pub fn propose(
             language.tag().into(),
             intent.valued.as_ref().map(|_| intent.locale.currency.code.clone()).into(),
         ],
-        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::col(r, 2)? }),
+        |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::iso_utc(r, 2)? }),
     )
     .expect("INSERT … RETURNING returns the row")
 }

@@ -82,7 +82,7 @@ fn read_existing(k: &Key, lock: bool) -> Option<Existing> {
     spi::one(
         if lock {
             "SELECT l.args_digest, l.state, l.reply::text, l.actor, p.proposal_id::text, p.text, p.tier, \
-             toolgate.iso_utc(p.expires_at), (p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp()) \
+             p.expires_at, (p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp()) \
              FROM toolgate.ledger l LEFT JOIN toolgate.proposals p ON p.tenant_id = l.tenant_id AND p.proposal_id = l.proposal_id \
              WHERE l.tenant_id = $1 AND l.tool = $2 AND l.idempotency_key = $3 FOR UPDATE OF l"
         } else {
@@ -108,7 +108,7 @@ fn live_proposal(r: spi::Row) -> SpiResult<Option<ProposalView>> {
     let live: Option<bool> = r.get(9)?;
     Ok(match (live, r.get::<String>(5)?) {
         (Some(true), Some(id)) => {
-            Some(ProposalView { id, text: spi::col(r, 6)?, tier: spi::col(r, 7)?, expires_at: spi::col(r, 8)? })
+            Some(ProposalView { id, text: spi::col(r, 6)?, tier: spi::col(r, 7)?, expires_at: spi::iso_utc(r, 8)? })
         }
         _ => None,
     })
