@@ -120,7 +120,7 @@ pub fn col<T: IntoDatum + FromDatum>(row: Row, i: usize) -> SpiResult<T> {
 /// 3339 in UTC to the millisecond (`2026-12-03T19:04:57.123Z`), byte for byte what
 /// `toolgate.iso_utc` writes. Broken down by PostgreSQL's own `timestamp2tm` and formatted here:
 /// `iso_utc` is a SQL function the planner cannot inline (IMMUTABLE, over a STABLE `to_char`), so
-/// a statement that calls it parses and plans its body at every execution.
+/// on PostgreSQL 15 a statement that calls it parses and plans its body at every execution.
 pub fn iso_utc(row: Row, i: usize) -> SpiResult<String> {
     let ts: pgrx::datum::TimestampWithTimeZone = col(row, i)?;
     assert!(ts.is_finite(), "toolgate: an infinite time where a finite one is kept");
