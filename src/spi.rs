@@ -14,6 +14,7 @@ use pgrx::spi::{OwnedPreparedStatement, SpiHeapTupleData, SpiResult};
 use std::cell::RefCell;
 use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{c_char, CString};
+use std::ptr::null_mut;
 
 thread_local! {
     /// Plans by the address and length of their (static) text: no hashing of the text per call.
@@ -126,7 +127,6 @@ pub fn iso_utc(row: Row, i: usize) -> SpiResult<String> {
     assert!(ts.is_finite(), "toolgate: an infinite time where a finite one is kept");
     let mut tm = pgrx::pg_sys::pg_tm::default();
     let mut fsec: pgrx::pg_sys::fsec_t = 0;
-    use std::ptr::null_mut;
     // With no time zone asked for (`tzp` NULL), the time is broken down in UTC.
     let broken =
         unsafe { pgrx::pg_sys::timestamp2tm(ts.into_inner(), null_mut(), &mut tm, &mut fsec, null_mut(), null_mut()) };

@@ -85,7 +85,8 @@ impl Intent<'_> {
 /// dies in a deadlock. The tool's target function takes the ERP's locks, in the context the
 /// confirmation runs in (its conversation and proposal, set by `confirmation::load`); what it
 /// found is the target `confirm` judges at step 4 (the rows it locked cannot change before the
-/// call ends, so it is not asked twice). Decides nothing: an unbound tool locks nothing (`None`), and the steps after it decide.
+/// call ends, so it is not asked twice). Decides nothing: an unbound tool locks nothing (`None`),
+/// and the steps after it decide.
 pub fn lock_proposal_target(who: &Identity, tool: &str, args: &Value) -> Option<Locked> {
     let binding = binding::of(tool)?;
     let found = find(&binding, who, args);
