@@ -91,6 +91,7 @@ INTERNAL = {
     "check_write_options", "config_changed", "definer_fault", "gate_explain", "hardening_refuse_unfit",
     "hardening_setting_ms", "iso_utc", "large_object_functions", "outbox_finish", "parse_public_key",
     "record_tool", "require_administrator", "search_path_names", "signal_config_change",
+    "check_endpoint_url", "endpoint_at", "endpoint_origin", "mark_untrusted",
 }
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
 bad = []

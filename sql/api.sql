@@ -291,19 +291,23 @@ COMMENT ON FUNCTION toolgate.drop_issuer(text) IS
 COMMENT ON FUNCTION toolgate.unset_tenant_issuer(text) IS
     'The tenant trusts no identity provider any more (its own Ed25519 identity keys still count).';
 
--- The iss of every registered issuer, distinct and sorted (bytewise), as a JSON array ([] when
--- none): the authorization_servers an MCP server, connected as the application's login, serves in
--- its OAuth Protected Resource Metadata (RFC 9728). Issuer URLs are public; nothing else of an
--- issuer (audiences, keys, claims) is returned. An agent entry point, like tools.
-CREATE FUNCTION toolgate.authorization_servers() RETURNS jsonb
+-- The iss of the registered issuers whose accepted audiences include `resource`, distinct and
+-- sorted (bytewise), as a JSON array ([] when none): the authorization_servers an MCP server,
+-- connected as the application's login, serves for its resource URL in its OAuth Protected
+-- Resource Metadata (RFC 9728). Only the issuers that may issue tokens for that resource: on a
+-- server shared by many tenants, the others' providers (the customer list) are not shown. Issuer
+-- URLs are public; nothing else of an issuer (audiences, keys, claims) is returned. An agent
+-- entry point, like tools.
+CREATE FUNCTION toolgate.authorization_servers(resource text) RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
     SELECT COALESCE(pg_catalog.jsonb_agg(DISTINCT i.iss COLLATE pg_catalog."C" ORDER BY i.iss COLLATE pg_catalog."C"),
                     '[]'::pg_catalog.jsonb)
       FROM toolgate.issuers i
+     WHERE authorization_servers.resource OPERATOR(pg_catalog.=) ANY (i.audiences)
 $$;
-COMMENT ON FUNCTION toolgate.authorization_servers() IS
-    'The iss of every registered identity provider, sorted: an MCP server''s authorization_servers (RFC 9728).';
+COMMENT ON FUNCTION toolgate.authorization_servers(text) IS
+    'The iss of the identity providers whose audiences include the resource, sorted: an MCP server''s authorization_servers (RFC 9728).';
 
 -- A new version of a tool's argument contract; it must compile as draft 2020-12.
 CREATE FUNCTION toolgate.set_tool_schema(tool text, schema jsonb) RETURNS integer

@@ -266,28 +266,33 @@ CREATE TABLE toolgate.proposals (
     PRIMARY KEY (tenant_id, proposal_id),
     CHECK ((tier = 3) = (challenge IS NOT NULL))
 );
--- One live proposal per conversation: a new one supersedes the old.
+-- One live proposal per conversation of each person: a new one supersedes the old. A
+-- conversation id is the caller's to choose, so it is each person's own (the verified subject is
+-- part of every key that names one): another person of the tenant sending the same id neither
+-- supersedes this person's proposal nor uses their quota.
 CREATE UNIQUE INDEX proposals_one_live_per_conversation
-    ON toolgate.proposals (tenant_id, conversation_id) WHERE status = 'live';
+    ON toolgate.proposals (tenant_id, actor, conversation_id) WHERE status = 'live';
 
--- One row per conversation that ever had a proposal: the lock that serializes its proposals (a
--- row no client can reach, unlike an advisory lock), and when it last had one.
+-- One row per conversation (of one person) that ever had a proposal: the lock that serializes
+-- its proposals (a row no client can reach, unlike an advisory lock), and when it last had one.
 CREATE TABLE toolgate.conversations (
     tenant_id        text NOT NULL,
     conversation_id  text NOT NULL,
     last_proposal_at timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, conversation_id)
+    actor            text NOT NULL,
+    PRIMARY KEY (tenant_id, actor, conversation_id)
 );
 
--- Calls admitted per (tenant, conversation, tool). The tenant leads the key: conversation ids
--- are the caller's and may collide across tenants.
+-- Calls admitted per (tenant, person, conversation, tool). The tenant leads the key: conversation
+-- ids are the caller's and may collide across tenants, and across the people of one.
 CREATE TABLE toolgate.quota_usage (
     tenant_id       text NOT NULL,
     conversation_id text NOT NULL,
     tool            text NOT NULL,
     used            toolgate.counter NOT NULL,
     updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (tenant_id, conversation_id, tool)
+    actor           text NOT NULL,
+    PRIMARY KEY (tenant_id, actor, conversation_id, tool)
 );
 
 ------------------------------------------------------------------------------------------------

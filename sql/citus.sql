@@ -25,7 +25,7 @@ DECLARE
     reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
                                        'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
                                        'policy_history', 'tool_history', 'write_switches', 'audit_key',
-                                       'administrators'];
+                                       'administrators', 'erp_endpoint_history'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',

@@ -20,7 +20,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.tenant_confirm(text, text, text),
     toolgate.tenant_read(text, text, text, jsonb),
     toolgate.tools(text),
-    toolgate.authorization_servers()
+    toolgate.authorization_servers(text)
 TO toolgate_agent;
 
 -- The DBA: configuration as rows, through functions that validate and version them.
@@ -45,6 +45,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text, regprocedure, regprocedure,
                                 text, text[], text),
     toolgate.add_erp_endpoint(text, text, text, integer, integer),
+    toolgate.path_segment(text),
     toolgate.set_consent_translation(text, text, text),
     toolgate.hardening_report(pg_catalog.regrole),
     toolgate.binding_report(text)
@@ -53,8 +54,10 @@ TO toolgate_admin;
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches,
                 toolgate.tool_bindings, toolgate.tool_history, toolgate.administrators,
-                toolgate.erp_endpoints, toolgate.outbox
+                toolgate.erp_endpoints, toolgate.erp_endpoint_history, toolgate.outbox
 TO toolgate_admin;
+-- toolgate.repoint_erp_endpoint stays the owner's until the DBA grants it to a role of their
+-- choosing: moving an endpoint sends its queued intents to another host.
 -- toolgate.add_administrator and remove_administrator stay the owner's.
 GRANT SELECT ON toolgate.administrators TO toolgate_auditor;
 
@@ -67,7 +70,7 @@ GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 
 -- Audit and privacy: the views, and which policy was in force when.
 GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
-GRANT SELECT ON toolgate.policy_history TO toolgate_auditor;
+GRANT SELECT ON toolgate.policy_history, toolgate.erp_endpoint_history TO toolgate_auditor;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox
@@ -76,7 +79,7 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
 -- answered, and nothing else; it reads no table.
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
-                          toolgate.settle_outbox(text, text, text, text, jsonb, interval),
-                          toolgate.erp_access_token(text), toolgate.erp_refresh_begin(text, bigint, text),
+                          toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
+                          toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                           toolgate.erp_refresh_end(text, text, text)
 TO toolgate_dispatcher;

@@ -26,6 +26,67 @@ CREATE TRIGGER erp_endpoints_administered BEFORE INSERT OR UPDATE OR DELETE OR T
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
 COMMENT ON TABLE toolgate.erp_endpoints IS
     'The ERPs outbox tools deliver to: base URL, kind of authentication, rate limits. No secret is kept here.';
+-- An outbox tool's definition digest holds its endpoint's base URL (a consent given for one host
+-- never applies to another): backends that cached a binding are told when an endpoint changes.
+CREATE TRIGGER erp_endpoints_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.erp_endpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('erp_endpoints');
+
+-- Every change of an endpoint: who made it, when, from what to what, and whether the stored
+-- credentials were dropped (an origin change drops them: they were given for the old host).
+CREATE TABLE toolgate.erp_endpoint_history (
+    history_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    endpoint            text NOT NULL,
+    changed_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    changed_by          text NOT NULL,
+    old                 jsonb,
+    new                 jsonb NOT NULL,
+    credentials_dropped boolean NOT NULL DEFAULT false
+);
+CREATE INDEX erp_endpoint_history_at ON toolgate.erp_endpoint_history (endpoint, changed_at);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history_history_id_seq', '');
+CREATE TRIGGER erp_endpoint_history_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON toolgate.erp_endpoint_history FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+COMMENT ON TABLE toolgate.erp_endpoint_history IS
+    'Every change of an ERP endpoint (add_erp_endpoint, repoint_erp_endpoint): who, when, from what to what.';
+
+-- The origin of an endpoint's base URL: scheme://host[:port], lower-cased, without the scheme's
+-- default port. The stored credentials of an endpoint belong to its origin.
+CREATE FUNCTION toolgate.endpoint_origin(base_url text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT pg_catalog.regexp_replace(pg_catalog.substring(pg_catalog.lower(base_url), '^https?://[^/]+'),
+                                     '^(https://.+):443$|^(http://.+):80$', '\1\2')
+$$;
+
+-- Refuse a base URL no endpoint may have: not http(s), credentials, a query or a fragment in it,
+-- or a host that is a link-local address written as such (169.254.0.0/16, fe80::/10: where cloud
+-- metadata services answer). The dispatcher judges the address a name resolves to, at each send.
+CREATE FUNCTION toolgate.check_endpoint_url(base_url text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    host text;
+    address inet;
+BEGIN
+    IF base_url IS NULL OR base_url !~ '^https?://[^\s/?#@]+(/[^\s?#@]*)?$' THEN
+        RAISE EXCEPTION 'base_url is an http(s) URL with no credentials, query or fragment in it'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Credentials are the dispatcher''s, never a table''s.';
+    END IF;
+    host := pg_catalog.btrim(pg_catalog.substring(base_url, '^https?://(\[[^]/]*\]|[^/:]+)'), '[]');
+    BEGIN
+        address := host::inet;
+    EXCEPTION WHEN invalid_text_representation THEN
+        address := NULL;
+    END;
+    IF address << inet '169.254.0.0/16' OR address << inet 'fe80::/10' OR address << inet '::ffff:169.254.0.0/112' THEN
+        RAISE EXCEPTION 'base_url names a link-local address (%): no ERP is reached there', host
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Link-local addresses are where cloud metadata services answer.';
+    END IF;
+END
+$$;
 
 -- An outbox tool's binding: `request` instead of `effect`, the endpoint it goes to, and the
 -- optional `finish` the dispatcher runs in the database once the ERP has done its part.
@@ -122,6 +183,8 @@ CREATE TABLE toolgate.outbox (
     -- An attempt may have reached the ERP and nobody knows what became of it (claimed and not
     -- settled since, or settled UNCERTAIN): the next attempt asks the ERP for the key first.
     in_doubt        boolean NOT NULL DEFAULT false,
+    -- The current claim (claim_outbox's), which the settlement must present; NULL once settled.
+    claim           uuid,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
@@ -130,9 +193,11 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.outbox', '');
 COMMENT ON TABLE toolgate.outbox IS
     'Intents of outbox tools, written with the ledger and the audit row; delivered to the ERP by the dispatcher.';
 
--- Name an ERP, or change one: its base URL (http or https, no credentials in it), the kind of
--- authentication the dispatcher uses (none, bearer, refresh_token) and its rate limits per second
--- and per minute (NULL: none).
+-- Name an ERP, or change one: its kind of authentication the dispatcher uses (none, bearer,
+-- refresh_token) and its rate limits per second and per minute (NULL: none). The base URL (http or
+-- https, no credentials in it) is given once: an endpoint that exists keeps its URL here, and
+-- moving it is toolgate.repoint_erp_endpoint's, a function only the roles the DBA chooses run.
+-- Every change is in toolgate.erp_endpoint_history.
 CREATE FUNCTION toolgate.add_erp_endpoint(
     name text,
     base_url text,
@@ -142,16 +207,15 @@ CREATE FUNCTION toolgate.add_erp_endpoint(
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
+DECLARE
+    before toolgate.erp_endpoints;
+    after toolgate.erp_endpoints;
 BEGIN
     IF name IS NULL OR name !~ '^[a-z][a-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION 'an endpoint''s name is a lower-case identifier (a-z, 0-9, _), not %', coalesce(name, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF base_url IS NULL OR base_url !~ '^https?://[^\s/?#@]+(/[^\s?#@]*)?$' THEN
-        RAISE EXCEPTION 'base_url is an http(s) URL with no credentials, query or fragment in it'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Credentials are the dispatcher''s, never a table''s.';
-    END IF;
+    PERFORM toolgate.check_endpoint_url(base_url);
     IF auth_kind IS NULL OR auth_kind NOT IN ('none', 'bearer', 'refresh_token') THEN
         RAISE EXCEPTION 'auth_kind is none, bearer or refresh_token, not %', coalesce(auth_kind, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -159,16 +223,66 @@ BEGIN
     IF per_second <= 0 OR per_minute <= 0 THEN
         RAISE EXCEPTION 'rate limits are more than zero, or NULL for none' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = add_erp_endpoint.name FOR UPDATE;
+    IF FOUND AND before.base_url <> add_erp_endpoint.base_url THEN
+        RAISE EXCEPTION 'endpoint % is at %: add_erp_endpoint does not move it', name, before.base_url
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Moving an endpoint is toolgate.repoint_erp_endpoint''s, which only the roles the DBA '
+                         'grants it to may run (its stored credentials stay with the old origin).';
+    END IF;
     INSERT INTO toolgate.erp_endpoints AS e (name, base_url, auth_kind, per_second, per_minute, defined_by)
     VALUES (add_erp_endpoint.name, add_erp_endpoint.base_url, add_erp_endpoint.auth_kind,
             add_erp_endpoint.per_second, add_erp_endpoint.per_minute, toolgate.caller())
     ON CONFLICT ON CONSTRAINT erp_endpoints_pkey DO UPDATE SET
-        base_url = excluded.base_url, auth_kind = excluded.auth_kind, per_second = excluded.per_second,
-        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by;
+        auth_kind = excluded.auth_kind, per_second = excluded.per_second,
+        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by
+    RETURNING * INTO after;
+    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new)
+    VALUES (after.name, toolgate.caller(),
+            CASE WHEN before.name IS NOT NULL THEN pg_catalog.to_jsonb(before) END, pg_catalog.to_jsonb(after));
 END
 $$;
 COMMENT ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer) IS
-    'Name an ERP outbox tools deliver to (base URL, auth kind, rate limits), or change it.';
+    'Name an ERP outbox tools deliver to (base URL, auth kind, rate limits), or change its auth kind and limits.';
+
+-- Move an endpoint to another base URL: what an ERP's migration needs, and what would send its
+-- credentials and every queued intent to another host, so it is not an administrator's alone.
+-- Executable by the extension's owner only until the DBA grants it to a role of their choosing
+-- (whose members must administer the gate too). An origin change drops the endpoint's stored
+-- credentials (the dispatcher seeds new ones from its own --refresh-token-file NAME=FILE), and
+-- every outbox tool bound to the endpoint gets a new definition digest, so no live proposal made
+-- for the old host is confirmed. The dispatcher delivers only to origins on its own allowlist
+-- (--allow-origin). Recorded in toolgate.erp_endpoint_history. Returns what changed.
+CREATE FUNCTION toolgate.repoint_erp_endpoint(name text, base_url text) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    before toolgate.erp_endpoints;
+    after toolgate.erp_endpoints;
+    dropped boolean := false;
+BEGIN
+    PERFORM toolgate.check_endpoint_url(base_url);
+    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = repoint_erp_endpoint.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no ERP endpoint named % (toolgate.add_erp_endpoint)', coalesce(name, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    UPDATE toolgate.erp_endpoints e
+       SET base_url = repoint_erp_endpoint.base_url, defined_at = pg_catalog.now(), defined_by = toolgate.caller()
+     WHERE e.name = before.name
+    RETURNING * INTO after;
+    IF toolgate.endpoint_origin(before.base_url) <> toolgate.endpoint_origin(after.base_url) THEN
+        DELETE FROM toolgate.erp_credentials c WHERE c.endpoint = after.name;
+        dropped := FOUND;
+    END IF;
+    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new, credentials_dropped)
+    VALUES (after.name, toolgate.caller(), pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after), dropped);
+    RETURN pg_catalog.jsonb_build_object('endpoint', after.name, 'from', before.base_url, 'to', after.base_url,
+                                         'credentials_dropped', dropped);
+END
+$$;
+COMMENT ON FUNCTION toolgate.repoint_erp_endpoint(text, text) IS
+    'Move an ERP endpoint to another base URL (the owner''s until granted): an origin change drops its credentials; recorded in erp_endpoint_history.';
 
 -- Define an outbox tool, or change its definition: define_tool's checks and versioning, with a
 -- `request` function instead of an effect (the same (ctx jsonb, args jsonb) RETURNS jsonb shape
@@ -255,11 +369,14 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
 -- settled, or settled UNCERTAIN), not merely that there was one: the dispatcher then asks the ERP
 -- for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
 -- part, the finish function has not) is claimed too: the dispatcher sends nothing for it and
--- settles it SUCCEEDED again, which runs the finish function once more.
+-- settles it SUCCEEDED again, which runs the finish function once more. Each claim is a new
+-- random `claim` that the settlement must present: a dispatcher whose lease was lost (the intent
+-- claimed again by another since) cannot settle it, and no login settles an intent it did not
+-- claim.
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
-               state text)
+               state text, claim uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 BEGIN
@@ -283,14 +400,15 @@ BEGIN
     ), claimed AS (
         UPDATE toolgate.outbox o
            SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
-               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL'
+               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL',
+               claim = pg_catalog.gen_random_uuid()
           FROM due
          WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
         RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
-                  due.in_doubt AS sent_before
+                  due.in_doubt AS sent_before, o.claim
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.sent_before, c.state
+           c.request, c.attempts, c.sent_before, c.state, c.claim
       FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
@@ -317,8 +435,11 @@ COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
 --   DEAD       given up after the dispatcher's bound of attempts: the ledger answers UNCERTAIN
 --              (nobody knows), the intent stays DEAD for a person to reconcile.
 -- Only an intent in PENDING or UNCERTAIN is settled, or a PARTIAL one SUCCEEDED; anything else
--- (already final) is refused.
-CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, outcome text, reply jsonb,
+-- (already final) is refused, and so is a settlement whose `claim` is not the intent's current
+-- one (claim_outbox's: the lease was lost to another dispatcher, or it was never claimed). The
+-- ERP's words (its answer, its error) reach the ledger's reply marked as untrusted third-party
+-- text, as a read tool's do.
+CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, claim uuid, outcome text, reply jsonb,
                                        retry_in interval DEFAULT '30 seconds')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -345,6 +466,11 @@ BEGIN
      WHERE o.tenant_id = tenant AND o.tool = settle_outbox.tool AND o.idempotency_key = key FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    IF claim IS NULL OR intent.claim IS DISTINCT FROM claim THEN
+        RAISE EXCEPTION 'intent % of tool % is not held by this claim (claimed again since, settled, or never claimed)',
+            key, tool USING ERRCODE = 'object_not_in_prerequisite_state',
+                            HINT = 'Settle only what toolgate.claim_outbox returned, with its claim, within its lease.';
     END IF;
     IF intent.state = 'PARTIAL' THEN
         IF outcome <> 'SUCCEEDED' THEN
@@ -393,14 +519,14 @@ BEGIN
             ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
                                    intent.tool, intent.target, intent.endpoint, intent.attempts) END END;
     IF word IN ('SUCCEEDED', 'PARTIAL') THEN
-        result := result || pg_catalog.jsonb_build_object('erp', answer);
+        result := result || pg_catalog.jsonb_build_object('erp', toolgate.mark_untrusted(answer));
     END IF;
     IF word = 'SUCCEEDED' AND finished IS NOT NULL THEN
         result := result || pg_catalog.jsonb_build_object('finish', finished->'result');
     ELSIF word = 'PARTIAL' THEN
         result := result || pg_catalog.jsonb_build_object('pending', 'finish', 'error', finished->'error');
     ELSIF outcome = 'REJECTED' THEN
-        result := result || pg_catalog.jsonb_build_object('error', error);
+        result := result || pg_catalog.jsonb_build_object('error', toolgate.mark_untrusted(pg_catalog.to_jsonb(error)));
     END IF;
     stored := pg_catalog.jsonb_build_object(
         'outcome', word, 'isError', outcome = 'REJECTED', 'replayed', false, 'result', result,
@@ -410,12 +536,13 @@ BEGIN
     END IF;
 
     UPDATE toolgate.outbox o
-       SET state = new_state, last_error = error,
+       SET state = new_state, last_error = error, claim = NULL,
            -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such
            -- key, but the request may still be on its way); not when nothing left the dispatcher.
            in_doubt = CASE new_state WHEN 'UNCERTAIN' THEN true
                           WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable',
-                                                                     'unauthorized', 'rate_limited'), true)
+                                                                     'unauthorized', 'rate_limited',
+                                                                     'origin_not_allowed', 'address_not_allowed'), true)
                           ELSE false END,
            erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
            settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
@@ -440,59 +567,87 @@ BEGIN
     RETURN stored;
 END
 $$;
-COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, text, jsonb, interval) IS
+COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
     'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
 
 -- The ERPs' rotating credentials, for the dispatchers (seed 004's client): per endpoint, the
 -- current refresh token (each use of it returns the next, and the old one stops working) and the
--- access token it was traded for, with a generation that counts the refreshes. Shared by every
--- dispatcher, so one refresh serves all of them: a dispatcher whose request met a stale access
--- token (a 401) refreshes only if nobody did since it read that token, while holding this row's
--- lock, and the others wait for that refresh and take its token. No role reads the table; the
--- dispatcher reaches it through the three functions below only. It is not dumped with the
--- extension's configuration (a dump keeps no secret): after a restore, the dispatcher seeds it
--- again from its --refresh-token-file.
+-- access token it was traded for, with a generation that counts the refreshes, and the origin
+-- they were given for. Shared by every dispatcher, so one refresh serves all of them: a
+-- dispatcher whose request met a stale access token (a 401) refreshes only if nobody did since it
+-- read that token, while holding this row's lock, and the others wait for that refresh and take
+-- its token. They are handed out only for the origin they were given for, and only while the
+-- endpoint is still there (repoint_erp_endpoint drops them when the origin changes). No role reads
+-- the table; the dispatcher reaches it through the three functions below only. It is not dumped
+-- with the extension's configuration (a dump keeps no secret): after a restore, the dispatcher
+-- seeds it again from its --refresh-token-file NAME=FILE.
 CREATE TABLE toolgate.erp_credentials (
     endpoint      text PRIMARY KEY REFERENCES toolgate.erp_endpoints ON DELETE CASCADE,
+    origin        text NOT NULL,
     refresh_token text NOT NULL,
     access_token  text,
     generation    bigint NOT NULL DEFAULT 0 CHECK (generation >= 0),
     refreshed_at  timestamptz
 );
 COMMENT ON TABLE toolgate.erp_credentials IS
-    'The ERPs'' current refresh and access tokens, shared by the dispatchers; read by no role.';
+    'The ERPs'' current refresh and access tokens, each for one origin, shared by the dispatchers; read by no role.';
 
--- The endpoint's access token now and its generation (no row: NULL, generation 0).
-CREATE FUNCTION toolgate.erp_access_token(endpoint text, OUT access_token text, OUT generation bigint)
+-- Whether `origin` is where endpoint `endpoint` points now (what a dispatcher about to send
+-- there must show before it is given the endpoint's credentials).
+CREATE FUNCTION toolgate.endpoint_at(endpoint text, origin text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT coalesce((SELECT toolgate.endpoint_origin(e.base_url) = endpoint_at.origin
+                       FROM toolgate.erp_endpoints e WHERE e.name = endpoint_at.endpoint), false)
+$$;
+
+-- The endpoint's access token now and its generation, for a dispatcher about to send to `origin`
+-- (no credentials for that origin, or the endpoint is elsewhere now: NULL, generation 0).
+CREATE FUNCTION toolgate.erp_access_token(endpoint text, origin text, OUT access_token text, OUT generation bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
     SELECT c.access_token, coalesce(c.generation, 0)
-      FROM (SELECT 1) one LEFT JOIN toolgate.erp_credentials c ON c.endpoint = erp_access_token.endpoint
+      FROM (SELECT 1) one
+      LEFT JOIN toolgate.erp_credentials c
+        ON c.endpoint = erp_access_token.endpoint AND c.origin = erp_access_token.origin
+       AND toolgate.endpoint_at(erp_access_token.endpoint, erp_access_token.origin)
 $$;
-COMMENT ON FUNCTION toolgate.erp_access_token(text) IS
-    'The dispatcher''s: the endpoint''s current access token and its generation.';
+COMMENT ON FUNCTION toolgate.erp_access_token(text, text) IS
+    'The dispatcher''s: the endpoint''s current access token and its generation, for the origin it points at.';
 
--- Begin a refresh, inside the caller's transaction: lock the endpoint's credentials (made from
--- `seed`, the dispatcher's refresh token file, if there are none yet). If their generation is no
--- longer `seen`, another dispatcher refreshed meanwhile: its access token comes back and the
--- caller uses it (refresh_token NULL). Otherwise the refresh token comes back, and the caller
--- trades it at the ERP and calls erp_refresh_end before it commits, the row locked all along.
-CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, seen bigint, seed text DEFAULT NULL,
+-- Begin a refresh, inside the caller's transaction, for a dispatcher about to send to `origin`:
+-- lock the endpoint's credentials (made from `seed`, the dispatcher's refresh token file for this
+-- endpoint, if there are none yet). Refused when the endpoint no longer points at `origin`, and
+-- when the credentials were given for another origin. If their generation is no longer `seen`,
+-- another dispatcher refreshed meanwhile: its access token comes back and the caller uses it
+-- (refresh_token NULL). Otherwise the refresh token comes back, and the caller trades it at the
+-- ERP and calls erp_refresh_end before it commits, the row locked all along.
+CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, origin text, seen bigint, seed text DEFAULT NULL,
                                            OUT refresh_token text, OUT access_token text, OUT generation bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
     c toolgate.erp_credentials;
 BEGIN
+    -- The endpoint's row locked first: it cannot move while its credentials are handed out.
+    PERFORM FROM toolgate.erp_endpoints e WHERE e.name = erp_refresh_begin.endpoint FOR SHARE;
+    IF NOT toolgate.endpoint_at(endpoint, origin) THEN
+        RAISE EXCEPTION 'endpoint % does not point at % (it was moved, or there is no such endpoint)', endpoint, origin
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     IF seed IS NOT NULL AND pg_catalog.btrim(seed) <> '' THEN
-        INSERT INTO toolgate.erp_credentials AS e (endpoint, refresh_token)
-        VALUES (erp_refresh_begin.endpoint, pg_catalog.btrim(seed))
+        INSERT INTO toolgate.erp_credentials AS e (endpoint, origin, refresh_token)
+        VALUES (erp_refresh_begin.endpoint, erp_refresh_begin.origin, pg_catalog.btrim(seed))
         ON CONFLICT ON CONSTRAINT erp_credentials_pkey DO NOTHING;
     END IF;
     SELECT * INTO c FROM toolgate.erp_credentials e WHERE e.endpoint = erp_refresh_begin.endpoint FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file)', endpoint
+        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file %=FILE)', endpoint, endpoint
             USING ERRCODE = 'no_data_found';
+    END IF;
+    IF c.origin <> origin THEN
+        RAISE EXCEPTION 'the credentials of endpoint % were given for %, not %', endpoint, c.origin, origin
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     generation := c.generation;
     IF c.generation <> seen AND c.access_token IS NOT NULL THEN
@@ -502,8 +657,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, bigint, text) IS
-    'The dispatcher''s: lock the endpoint''s credentials for a refresh, unless another dispatcher refreshed since `seen`.';
+COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, text, bigint, text) IS
+    'The dispatcher''s: lock the endpoint''s credentials for a refresh at the origin it points at, unless another dispatcher refreshed since `seen`.';
 
 -- End a refresh begun in this transaction: the rotated refresh token and the new access token;
 -- the new generation.

@@ -18,7 +18,7 @@ use crate::spi;
 /// Entries a cache keeps; past this (unknown kids from forged tokens, say) it starts over.
 const LIMIT: usize = 10_000;
 /// The configuration tables whose changes clear the caches.
-const TABLES: [&std::ffi::CStr; 9] = [
+const TABLES: [&std::ffi::CStr; 10] = [
     c"tenants",
     c"keys",
     c"issuers",
@@ -28,6 +28,7 @@ const TABLES: [&std::ffi::CStr; 9] = [
     c"tool_bindings",
     c"policies",
     c"write_switches",
+    c"erp_endpoints",
 ];
 
 thread_local! {

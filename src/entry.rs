@@ -209,6 +209,23 @@ fn outbox_finish(intent: JsonB, erp: JsonB) -> Option<JsonB> {
 }
 
 /// The 32 raw bytes of an Ed25519 public key given as JWK `x` or PEM.
+/// `value` marked all through as untrusted third-party text, as a read tool's untrusted pointers
+/// mark what they name: an ERP's answer in an outbox intent's reply (`settle_outbox`).
+#[pg_extern(immutable, strict, parallel_safe)]
+fn mark_untrusted(value: JsonB) -> JsonB {
+    let mut value = value.0;
+    toolgate_core::untrusted::mark_at(&mut value, "");
+    JsonB(value)
+}
+
+/// `value` as one segment of an outbox request's path, percent-encoded whole (a DBA's request
+/// function: `'/orders/' || toolgate.path_segment(args->>'ref')`); a value that would climb out of
+/// the endpoint's base path (`.`, `..`, `../x`, encoded or not) or is empty is refused.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn path_segment(value: &str) -> String {
+    toolgate_core::request::path_segment(value).unwrap_or_else(|e| AdminError::PathSegment(e).raise())
+}
+
 #[pg_extern(immutable, strict, parallel_safe)]
 fn parse_public_key(key: &str) -> Vec<u8> {
     token::parse_public_key(key).unwrap_or_else(|e| AdminError::PublicKey(e).raise()).to_vec()

@@ -19,6 +19,8 @@ pub enum AdminError {
     Jwks(String),
     #[error("invalid locale: {0}")]
     Locale(String),
+    #[error("invalid path segment: {0}")]
+    PathSegment(&'static str),
 }
 
 impl AdminError {
@@ -29,6 +31,7 @@ impl AdminError {
             | AdminError::Template(_)
             | AdminError::Jwks(_)
             | AdminError::Locale(_)
+            | AdminError::PathSegment(_)
             | AdminError::ToolName => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         }
     }

@@ -21,8 +21,23 @@ pub static CLOCK_SKEW: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(tool
 /// on, a stolen token tested that way still leaves a line. Superuser-only.
 pub static LOG_CALLS: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(false);
 
+/// `toolgate.audience`: the audience every identity token this session presents must name in its
+/// `aud` (an MCP server over HTTP sets its resource URL here, RFC 8707: a token issued for another
+/// resource, or for none, is then refused). Empty (the default): no audience is required beyond
+/// what a registered issuer's own audiences ask. Any session may set it: it only refuses more.
+pub static AUDIENCE: pgrx::GucSetting<Option<std::ffi::CString>> =
+    pgrx::GucSetting::<Option<std::ffi::CString>>::new(None);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    pgrx::GucRegistry::define_string_guc(
+        c"toolgate.audience",
+        c"The audience every identity token of this session must name in its aud claim.",
+        c"Set by an MCP server to its resource URL (RFC 8707): a token issued for another resource, or for none, is refused (identity_invalid, reason audience). Empty: none required.",
+        &AUDIENCE,
+        pgrx::GucContext::Userset,
+        pgrx::GucFlags::default(),
+    );
     pgrx::GucRegistry::define_int_guc(
         c"toolgate.clock_skew",
         c"How far a token's iat or nbf may lead the database's clock.",

@@ -33,7 +33,8 @@ async fn an_intent_is_delivered_once_and_the_retry_answers_succeeded() {
     let status = s.call("o1", "happy-key-1").await;
     assert_eq!(outcome(&status), ("SUCCEEDED", "-"), "{status}");
     assert_eq!((status["replayed"].as_bool(), status["isError"].as_bool()), (Some(true), Some(false)));
-    assert_eq!(status["result"]["erp"]["status"], "DONE", "{status}");
+    // The ERP's words come back marked as untrusted third-party text, as a read tool's do.
+    assert_eq!(marked_field(&status["result"]["erp"], "status"), Some("DONE"), "{status}");
     assert_eq!(s.outbox("happy-key-1").await, ("SUCCEEDED".to_string(), 1));
     assert_eq!(s.dispatch_audit("SUCCEEDED").await, 1);
     // The dispatch audit row keeps no argument and no secret.
@@ -58,7 +59,7 @@ async fn a_business_refusal_is_rejected_erp_rejected_and_never_retried() {
     let status = s.call("o2", "refused-key-1").await;
     assert_eq!(outcome(&status), ("REJECTED", "erp_rejected"), "{status}");
     assert_eq!((status["replayed"].as_bool(), status["isError"].as_bool()), (Some(true), Some(true)));
-    assert_eq!(status["result"]["error"], "part_discontinued");
+    assert_eq!(status["result"]["error"]["text"], "part_discontinued", "marked untrusted: {status}");
     assert_eq!(s.erp("effects"), 0);
     assert_eq!(s.outbox("refused-key-1").await, ("REJECTED".to_string(), 1));
     // Final: a later run claims nothing and sends nothing.
@@ -263,7 +264,8 @@ async fn a_failed_finish_is_partial_and_a_later_run_finishes_without_resending()
     let status = s.call("o7", "partial-key-1").await;
     assert_eq!(outcome(&status), ("PARTIAL", "-"), "{status}");
     assert_eq!((status["isError"].as_bool(), status["replayed"].as_bool()), (Some(false), Some(true)));
-    assert_eq!(status["result"]["erp"]["status"], "DONE", "{status}");
+    // The ERP's words come back marked as untrusted third-party text, as a read tool's do.
+    assert_eq!(marked_field(&status["result"]["erp"], "status"), Some("DONE"), "{status}");
     assert_eq!(status["result"]["pending"], "finish", "{status}");
     assert_eq!(status["result"]["error"]["sqlstate"], "55P03", "{status}");
     assert_eq!(s.outbox("partial-key-1").await, ("PARTIAL".to_string(), 1));
@@ -484,13 +486,7 @@ async fn an_https_endpoint_is_reached_over_tls_only_with_a_trusted_certificate()
             });
         }
     });
-    s.root
-        .batch_execute(&format!(
-            "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('fake_erp', 'https://{front}/', 'refresh_token'); \
-             RESET ROLE;"
-        ))
-        .await
-        .unwrap();
+    s.move_endpoint(&format!("https://{front}/")).await;
     assert_eq!(outcome(&s.call("o1", "tls-key-1").await), ("PENDING", "-"));
 
     // Not trusted: the handshake fails, nothing is sent (not even the refresh token).

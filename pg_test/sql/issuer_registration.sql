@@ -27,10 +27,10 @@ SELECT toolgate.add_issuer('idp-x', 'https://idp.example/', ARRAY[]::text[],
        jsonb_build_object('keys', jsonb_build_array(pg_temp.rsa('k', 2048))), 'tenant');
 RESET ROLE;
 SELECT count(*) AS issuers FROM toolgate.issuers;
--- The issuers' URLs an MCP server serves as its authorization_servers (RFC 9728): none yet. The
--- agent may read them, and nothing else of an issuer.
+-- The issuers' URLs an MCP server serves for its resource as its authorization_servers (RFC
+-- 9728): none yet. The agent may read them, and nothing else of an issuer.
 SET ROLE toolgate_agent;
-SELECT toolgate.authorization_servers() AS authorization_servers;
+SELECT toolgate.authorization_servers('toolgate') AS authorization_servers;
 RESET ROLE;
 SET ROLE toolgate_admin;
 -- Accepted: an RSA signing key, and an encryption key that is skipped (1 signing key).
@@ -70,9 +70,12 @@ SELECT toolgate.alter_issuer('idp-x', tenant_claim => '');
 SELECT toolgate.add_issuer('idp-y', 'https://idp-y.example/', ARRAY['toolgate'], pg_temp.okp('iss-y-ed', :'yk'), 'org');
 SELECT toolgate.alter_issuer('idp-x', iss => 'https://idp-y.example/');
 RESET ROLE;
--- Two issuers: their iss, sorted, and nothing else of them.
+-- Two issuers: their iss, sorted, and nothing else of them. Only those whose audiences include
+-- the resource asked for (T10 of the third security review): another server's resource is told
+-- none of them.
 SET ROLE toolgate_agent;
-SELECT toolgate.authorization_servers() AS authorization_servers;
+SELECT toolgate.authorization_servers('toolgate') AS authorization_servers;
+SELECT toolgate.authorization_servers('https://mcp.other.example/mcp') AS other_resource;
 RESET ROLE;
 SELECT issuer, iss, audiences, jsonb_path_query_array(jwks, '$.keys[*].kid') AS kids, tenant_claim, actor_claim, roles_claim
   FROM toolgate.issuers ORDER BY issuer;
@@ -132,7 +135,7 @@ SELECT toolgate.drop_issuer('idp-x');
 RESET ROLE;
 SELECT issuer FROM toolgate.issuers ORDER BY issuer;
 SET ROLE toolgate_agent;
-SELECT toolgate.authorization_servers() AS authorization_servers;
+SELECT toolgate.authorization_servers('toolgate') AS authorization_servers;
 RESET ROLE;
 SELECT tenant_id, issuer, claim_value FROM toolgate.tenant_issuers ORDER BY tenant_id;
 SELECT pg_temp.verdict(:'new_aud') AS dropped_issuer_token;
@@ -152,7 +155,7 @@ SELECT p.oid::regprocedure AS function, p.prosecdef, p.provolatile, p.proconfig,
                FROM aclexplode(p.proacl) a
               WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner ORDER BY 1) AS execute
   FROM pg_proc p
- WHERE p.oid = 'toolgate.authorization_servers()'::regprocedure;
+ WHERE p.oid = 'toolgate.authorization_servers(text)'::regprocedure;
 -- The agent may do none of it.
 SET ROLE toolgate_agent;
 SELECT toolgate.set_tenant_issuer('shopping-d', 'idp-x', 'org_e');

@@ -11,6 +11,9 @@
 SET client_min_messages = warning;
 DO $$ BEGIN CREATE ROLE remote_owner NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 CREATE SCHEMA remote AUTHORIZATION remote_owner;
+-- The DBA lets the owner of their request functions encode arguments into a path.
+GRANT USAGE ON SCHEMA toolgate TO remote_owner;
+GRANT EXECUTE ON FUNCTION toolgate.path_segment(text) TO remote_owner;
 SET ROLE remote_owner;
 CREATE TABLE remote.orders (tenant_id text, id text, state text, PRIMARY KEY (tenant_id, id));
 CREATE TABLE remote.log (tenant_id text, id text, note text);
@@ -40,6 +43,11 @@ BEGIN
     WHEN 'longest' THEN RETURN jsonb_build_object('method', 'PUT', 'path', '/' || repeat('x', 2047));
     WHEN 'headers' THEN RETURN '{"method": "POST", "path": "/x", "headers": {"Authorization": "x"}}'::jsonb;
     WHEN 'no_body' THEN RETURN '{"method": "DELETE", "path": "/purchases/1"}'::jsonb;
+    -- Out of the endpoint's base path (T5 of the third security review), raw or encoded, and an
+    -- argument the helper refuses to make a segment of.
+    WHEN 'dots' THEN RETURN '{"method": "GET", "path": "/orders/../../admin"}'::jsonb;
+    WHEN 'encoded_dots' THEN RETURN '{"method": "GET", "path": "/orders/%2E%2e%2Fadmin"}'::jsonb;
+    WHEN 'segment' THEN RETURN jsonb_build_object('method', 'GET', 'path', '/orders/' || toolgate.path_segment(args->>'part'));
     ELSE
         RETURN jsonb_build_object('method', 'POST', 'path', '/purchases',
                                   'body', jsonb_build_object('order', ctx->'target'->>'id', 'part', args->>'part',
@@ -83,7 +91,7 @@ RESET ROLE;
 -- of this database, is refused.
 SELECT toolgate.remove_administrator('toolgate_admin');
 SET ROLE toolgate_admin;
-SELECT toolgate.add_erp_endpoint('fake_erp', 'http://127.0.0.1:9999/', 'none');
+SELECT toolgate.add_erp_endpoint('fake_erp', 'http://127.0.0.1:8099/api', 'none');
 RESET ROLE;
 SELECT toolgate.add_administrator('toolgate_admin');
 -- The agent reads neither table and may call neither function.
@@ -224,11 +232,11 @@ SELECT count(*) AS queued_while_off FROM toolgate.outbox WHERE idempotency_key I
 SET ROLE toolgate_agent;
 SELECT mode, r->>'outcome' AS outcome, r->>'isError' AS is_error, coalesce(r->>'rule', '-') AS rule
   FROM unnest(ARRAY['raises', 'null', 'array', 'method', 'no_slash', 'other_host', 'space', 'fragment', 'long', 'headers',
-                    'no_body', 'longest'])
+                    'no_body', 'longest', 'dots', 'encoded_dots', 'segment'])
        WITH ORDINALITY AS m(mode, i),
        toolgate.call(:'sup', 'remote-f' || i, 'remote_order',
-                     jsonb_build_object('order_id', '900', 'part', 'filter', 'quantity', 1, 'mode', mode,
-                                        'idempotency_key', 'remote-bad-' || mode)) r
+                     jsonb_build_object('order_id', '900', 'part', CASE mode WHEN 'segment' THEN '../admin' ELSE 'filter' END,
+                                        'quantity', 1, 'mode', mode, 'idempotency_key', 'remote-bad-' || mode)) r
  ORDER BY i;
 RESET ROLE;
 SELECT conversation_id, outcome, rule, detail->'function' AS function, detail->'reason' AS reason,
@@ -288,3 +296,50 @@ SELECT count(*) AS remote_effects FROM toolgate.effects WHERE tool LIKE 'remote_
 RESET ROLE;
 -- The audit takes the new words, and no other.
 SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contypid = 'toolgate.outcome'::regtype;
+
+-- Moving an endpoint (T1 of the third security review). add_erp_endpoint does not move one, a
+-- link-local host (where cloud metadata services answer) is refused, and repoint_erp_endpoint is
+-- the owner's until the DBA grants it to a role of their choosing.
+SET ROLE toolgate_admin;
+SELECT toolgate.add_erp_endpoint('fake_erp', 'http://erp.attacker.example/api', 'refresh_token', 10, 300);
+SELECT toolgate.add_erp_endpoint('metadata', 'http://169.254.169.254/latest', 'none');
+SELECT toolgate.add_erp_endpoint('metadata6', 'http://[fe80::a9fe:a9fe]/x', 'none');
+SELECT toolgate.repoint_erp_endpoint('fake_erp', 'http://erp.attacker.example/api');
+RESET ROLE;
+SELECT r AS role, has_function_privilege(r, 'toolgate.repoint_erp_endpoint(text, text)', 'EXECUTE') AS repoints
+  FROM unnest(ARRAY['toolgate_agent', 'toolgate_admin', 'toolgate_auditor', 'toolgate_operator', 'toolgate_dispatcher']) r;
+-- A proposal made while the endpoint points at its host, and the credentials stored for it…
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid
+  FROM toolgate.call(:'sup', 'remote-c6', 'remote_order_t1',
+       '{"order_id": "901", "part": "belt", "quantity": 2, "mode": "ok", "idempotency_key": "remote-key-6"}') r \gset
+RESET ROLE;
+INSERT INTO toolgate.erp_credentials (endpoint, origin, refresh_token, access_token)
+VALUES ('fake_erp', 'http://127.0.0.1:8099', 'rt-1', 'at-1');
+-- …then the endpoint moved by a role the DBA granted it to (an administrator): another origin
+-- drops the credentials, and the "yes" given for the old host applies nothing.
+GRANT EXECUTE ON FUNCTION toolgate.repoint_erp_endpoint(text, text) TO toolgate_admin;
+SET ROLE toolgate_admin;
+SELECT toolgate.repoint_erp_endpoint('fake_erp', 'http://erp-2.example:8099/api');
+RESET ROLE;
+SELECT count(*) AS credentials_left FROM toolgate.erp_credentials;
+SET ROLE toolgate_agent;
+\set yes `${TOOLGATE_MINT:?} yes shopping-a :pid sim`
+SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.confirm(:'sup', :'yes') r;
+RESET ROLE;
+SELECT detail->>'reason' AS reason FROM toolgate.audit WHERE conversation_id = 'remote-c6' AND kind = 'confirm';
+SELECT count(*) AS queued FROM toolgate.outbox WHERE idempotency_key = 'remote-key-6';
+-- Back where it was; a path change at one origin keeps the credentials. The history says who
+-- moved it, when, and whether the credentials went.
+INSERT INTO toolgate.erp_credentials (endpoint, origin, refresh_token) VALUES ('fake_erp', 'http://erp-2.example:8099', 'rt-2');
+SET ROLE toolgate_admin;
+SELECT toolgate.repoint_erp_endpoint('fake_erp', 'http://erp-2.example:8099/v2');
+SELECT toolgate.repoint_erp_endpoint('fake_erp', 'http://127.0.0.1:8099/api');
+SELECT toolgate.repoint_erp_endpoint('nowhere', 'http://127.0.0.1:8099/api');
+SELECT toolgate.repoint_erp_endpoint('fake_erp', 'http://169.254.169.254/');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION toolgate.repoint_erp_endpoint(text, text) FROM toolgate_admin;
+SELECT count(*) AS credentials_left FROM toolgate.erp_credentials;
+SELECT endpoint, changed_by, old->>'base_url' AS old_url, new->>'base_url' AS new_url, credentials_dropped
+  FROM toolgate.erp_endpoint_history ORDER BY history_id;
+SELECT has_table_privilege('toolgate_auditor', 'toolgate.erp_endpoint_history', 'SELECT') AS auditor_reads_history;

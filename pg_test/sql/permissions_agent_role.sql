@@ -24,7 +24,7 @@ CREATE TABLE toolgate.squat (x int);
 CREATE FUNCTION toolgate.request_close(int) RETURNS int LANGUAGE sql AS 'SELECT 1';
 -- What it may do.
 SELECT r->>'rule' AS rule FROM toolgate.read_order(NULL, '742') r;
-SELECT toolgate.authorization_servers() AS authorization_servers;
+SELECT toolgate.authorization_servers('toolgate') AS authorization_servers;
 RESET ROLE;
 -- Every entry point is SECURITY DEFINER with a pinned search_path, pg_temp last; or, for the three
 -- named after their tools, a SQL-standard body bound when it was created (no search_path is ever

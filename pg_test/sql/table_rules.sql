@@ -10,7 +10,7 @@ INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target,
                                 status, expires_at)
 VALUES ('shopping-c', 'rules', 'user-40', 'request_close', '870', '{}', 'd', 'rules-1', 't', 3, 'c', 1, 1,
         'live', now());
-INSERT INTO toolgate.quota_usage (tenant_id, conversation_id, tool, used) VALUES ('shopping-c', 'rules', 'request_close', 0);
+INSERT INTO toolgate.quota_usage (tenant_id, actor, conversation_id, tool, used) VALUES ('shopping-c', 'user-40', 'rules', 'request_close', 0);
 INSERT INTO toolgate.audit (kind, tenant_id, tool, outcome, duration_us)
 VALUES ('dispatch', 'shopping-c', 'request_close', 'PARTIAL', 0);
 INSERT INTO maintenance.work_orders (tenant_id, order_id, status) VALUES ('shopping-c', '9999999999', 'closed');
@@ -53,9 +53,9 @@ VALUES ('shopping-c', 'rules', 'user-40', 'request_close', '870', '{}', 'd', 'ru
 UPDATE toolgate.proposals SET status = 'approved' WHERE tenant_id = 'shopping-c' AND conversation_id = 'rules';
 ROLLBACK;
 -- The quota's count never below zero, inserted or updated.
-INSERT INTO toolgate.quota_usage (tenant_id, conversation_id, tool, used) VALUES ('shopping-c', 'rules', 'request_close', -1);
+INSERT INTO toolgate.quota_usage (tenant_id, actor, conversation_id, tool, used) VALUES ('shopping-c', 'user-40', 'rules', 'request_close', -1);
 BEGIN;
-INSERT INTO toolgate.quota_usage (tenant_id, conversation_id, tool, used) VALUES ('shopping-c', 'rules', 'request_close', 0);
+INSERT INTO toolgate.quota_usage (tenant_id, actor, conversation_id, tool, used) VALUES ('shopping-c', 'user-40', 'rules', 'request_close', 0);
 UPDATE toolgate.quota_usage SET used = used - 1 WHERE tenant_id = 'shopping-c' AND conversation_id = 'rules';
 ROLLBACK;
 -- The audit: a kind of its four, an outcome of its eight.

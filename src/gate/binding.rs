@@ -39,8 +39,9 @@ pub struct Binding {
     /// The amounts the tool accepts from its value function (`define_tool`'s `amounts`).
     pub amounts: Amounts,
     /// A digest of what a person's consent is given to: the definition's version (its functions'
-    /// names, consent template, target states, amounts) and each bound function as it is now
-    /// (owner, settings, body). A proposal keeps it; a confirmation finding another is refused.
+    /// names, consent template, target states, amounts), each bound function as it is now
+    /// (owner, settings, body) and an outbox tool's endpoint's base URL (a "yes" given for one
+    /// host never applies to another). A proposal keeps it; a confirmation finding another is refused.
     pub definition: String,
 }
 
@@ -108,7 +109,8 @@ pub fn of(tool: &str) -> Option<Binding> {
                  p.proconfig::text, p.prosrc, p.probin), E'\\x1d' ORDER BY f.name) \
                 FROM (VALUES ('target', b.target), ('value', b.value), ('effect', b.effect), ('request', b.request), \
                              ('finish', b.finish)) f(name, fn) \
-                JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)), b.request, b.finish, b.endpoint)), \
+                JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f.fn)), b.request, b.finish, b.endpoint, \
+               (SELECT e.base_url FROM toolgate.erp_endpoints e WHERE e.name OPERATOR(pg_catalog.=) b.endpoint))), \
              CASE WHEN b.request IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.request)::oid, 0) END, \
              b.endpoint, CASE WHEN b.finish IS NOT NULL THEN coalesce(pg_catalog.to_regprocedure(b.finish)::oid, 0) END, \
              b.consent_translations::text \

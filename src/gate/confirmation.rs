@@ -14,7 +14,8 @@ use super::identity::{refused, registered_key};
 use super::{clock, Deny, Step};
 use crate::{context, spi};
 
-/// Store a proposal, superseding the conversation's live one, and return what the person sees.
+/// Store a proposal, superseding the live one of this person's conversation, and return what the
+/// person sees.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn propose(
     who: &Identity,
@@ -36,19 +37,26 @@ pub fn propose(
         .expect("one row")
     });
     let text = intent.text(&who.tenant, tier) + &language.consent_hint(tier, challenge.as_deref());
-    // One live proposal per conversation. The conversation's own row is the lock: a concurrent
-    // proposal waits here for this one's transaction, then supersedes it (no advisory lock, which
-    // any client could take and hold). The unique index on live proposals backs it up.
+    // One live proposal per conversation of each person (the conversation id is the caller's:
+    // another person naming it supersedes nothing of this one's). The conversation's own row is
+    // the lock: a concurrent proposal waits here for this one's transaction, then supersedes it
+    // (no advisory lock, which any client could take and hold). The unique index on live
+    // proposals backs it up.
     spi::run(
-        "INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at) \
-         VALUES ($1, $2, pg_catalog.clock_timestamp()) ON CONFLICT (tenant_id, conversation_id) \
+        "INSERT INTO toolgate.conversations AS c (tenant_id, actor, conversation_id, last_proposal_at) \
+         VALUES ($1, $3, $2, pg_catalog.clock_timestamp()) ON CONFLICT (tenant_id, actor, conversation_id) \
          DO UPDATE SET last_proposal_at = excluded.last_proposal_at",
-        &[who.tenant.as_str().into(), conversation.into()],
+        &[who.tenant.as_str().into(), conversation.into(), who.sub.as_str().into()],
     );
     spi::run(
         "UPDATE toolgate.proposals SET status = 'superseded', decided_at = $3 \
-         WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'live'",
-        &[who.tenant.as_str().into(), conversation.into(), pgrx::datum::clock_timestamp().into()],
+         WHERE tenant_id = $1 AND actor = $4 AND conversation_id = $2 AND status = 'live'",
+        &[
+            who.tenant.as_str().into(),
+            conversation.into(),
+            pgrx::datum::clock_timestamp().into(),
+            who.sub.as_str().into(),
+        ],
     );
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
@@ -292,8 +300,12 @@ pub fn reopen(p: &Stored) {
 /// and says yes in the words the tier requires.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn judge(p: &Stored, who: &Identity, c: &Confirmation) -> Step<Answer> {
-    // Only a decided proposal has one (see `relock`).
+    // Only a decided proposal has one (see `relock`), and only the person who proposed it gets
+    // it again: another person of the tenant holding the same answer learns nothing from it.
     if let Some(reply) = &p.settled_reply {
+        if p.actor != who.sub {
+            return Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "other_actor"})));
+        }
         let reply: Reply = serde_json::from_str(reply).expect("the ledger stores replies");
         return Ok(Answer::Replay(reply));
     }

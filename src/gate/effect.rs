@@ -141,6 +141,9 @@ fn request(b: &Binding, outbox: &Outbox, args: &Value, target: &Found, valued: O
         if !relative || path.chars().any(|c| c.is_whitespace() || c.is_control() || c == '#') {
             return Err(bad("path must be a path on the endpoint, starting with one /"));
         }
+        if toolgate_core::request::climbs(path) {
+            return Err(bad("path must not hold . or .. segments, raw or percent-encoded (toolgate.path_segment)"));
+        }
         let mut request = Value::Object(request);
         if request.get("body").is_none() {
             request["body"] = Value::Null;

@@ -159,8 +159,19 @@ fn remember(token: &str, source: Source, identity: &Identity, now: i64) {
     });
 }
 
-/// Verify an identity token.
+/// The audience this session's tokens must name (`toolgate.audience`), if one is set.
+fn expected_audience() -> Option<String> {
+    crate::AUDIENCE.get().map(|a| a.to_string_lossy().into_owned()).filter(|a| !a.is_empty())
+}
+
+/// Verify an identity token: its signature and claims, then the audience this session expects
+/// (`toolgate.audience`), judged on every call, remembered token or not.
 pub fn verify(token: Option<&str>) -> Step<Identity> {
+    let expected = expected_audience();
+    verified(token).and_then(|who| who.for_audience(expected.as_deref()).map_err(|e| refused(Rule::IdentityInvalid, e)))
+}
+
+fn verified(token: Option<&str>) -> Step<Identity> {
     let deny = |e| refused(Rule::IdentityInvalid, e);
     let clock = clock::tokens();
     if let Some(verdict) = token.and_then(|t| remembered(t, clock)) {

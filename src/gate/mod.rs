@@ -250,7 +250,8 @@ fn decide<'k>(
     let intent = check_domain(who, args, &policy, target, audit)?;
 
     // 6. Quota: only calls that passed 1–5 get here.
-    let used = audit.step(StepName::Quota, quota::consume(&who.tenant, conversation, tool, policy.max_calls))?;
+    let used =
+        audit.step(StepName::Quota, quota::consume(&who.tenant, &who.sub, conversation, tool, policy.max_calls))?;
     if let (Some(used), Some(limit)) = (used, policy.max_calls) {
         audit.note("quota", json!({"used": used, "limit": limit, "left": limit - used}));
     }
@@ -269,7 +270,7 @@ fn decide<'k>(
     // 8. Effect: tier 0 applies at once. If the state moved under it, the quota is given back.
     let applied = effect::apply(&intent);
     if applied.is_err() && used.is_some() {
-        quota::refund(&who.tenant, conversation, tool);
+        quota::refund(&who.tenant, &who.sub, conversation, tool);
     }
     let reply = audit.step(StepName::Effect, applied)?;
     Ok(Decided::settling(reply, held))

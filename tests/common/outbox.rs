@@ -21,6 +21,8 @@ pub struct Setup {
     pub root: Client,
     pub app: Client,
     pub token_file: PathBuf,
+    /// Origins the test moved the endpoint to (`move_endpoint`): its dispatchers may reach them.
+    pub moved_to: std::sync::Mutex<Vec<String>>,
 }
 
 pub async fn setup(name: &str) -> Setup {
@@ -81,10 +83,25 @@ pub async fn setup(name: &str) -> Setup {
     .await
     .unwrap();
     let app = lab.connect(APP).await.unwrap();
-    Setup { lab, erp, root, app, token_file }
+    Setup { lab, erp, root, app, token_file, moved_to: std::sync::Mutex::new(Vec::new()) }
 }
 
 impl Setup {
+    /// Move the endpoint to `url`, as the DBA's chosen role would (`repoint_erp_endpoint`, here
+    /// the owner's), and let this test's dispatchers reach its origin.
+    pub async fn move_endpoint(&self, url: &str) {
+        self.root.execute("SELECT toolgate.repoint_erp_endpoint('fake_erp', $1)", &[&url]).await.unwrap();
+        self.moved_to.lock().unwrap().push(dispatch::origin(url).expect("an http(s) URL"));
+    }
+
+    /// The origins this test's dispatchers may reach: the fake ERP's, and where the test moved
+    /// the endpoint.
+    pub fn origins(&self) -> Vec<String> {
+        let mut origins = vec![dispatch::origin(&self.erp.base_url()).expect("the fake ERP's origin")];
+        origins.extend(self.moved_to.lock().unwrap().iter().cloned());
+        origins
+    }
+
     pub fn options(&self) -> Options {
         Options {
             database: format!(
@@ -92,7 +109,9 @@ impl Setup {
                 self.lab.server.host, self.lab.server.port, self.lab.dbname
             ),
             once: true,
-            refresh_token_file: Some(self.token_file.clone()),
+            refresh_token_files: [("fake_erp".to_string(), self.token_file.clone())].into(),
+            allowed_origins: self.origins(),
+            allow_private_addresses: true,
             timeout: Duration::from_secs(2),
             settle_within: Duration::from_secs(5),
             ..Options::default()
@@ -146,6 +165,15 @@ impl Setup {
     }
 }
 
+/// The text of member `name` of an object the gate marked untrusted all through (its entries,
+/// `[{"key": {"untrusted": true, "text": …}, "value": …}]`), if that value is a marked string.
+pub fn marked_field<'a>(marked: &'a Value, name: &str) -> Option<&'a str> {
+    marked.as_array()?.iter().find(|e| e["key"]["text"] == name && e["key"]["untrusted"] == true).and_then(|e| {
+        let v = &e["value"];
+        (v["untrusted"] == true).then(|| v["text"].as_str()).flatten()
+    })
+}
+
 /// A child process killed (SIGKILL) when this is dropped, the test failing or not.
 pub struct Killed(pub std::process::Child);
 
@@ -165,7 +193,9 @@ impl Setup {
             .arg("--database")
             .arg(self.options().database)
             .arg("--refresh-token-file")
-            .arg(&self.token_file)
+            .arg(format!("fake_erp={}", self.token_file.display()))
+            .args(self.origins().iter().flat_map(|o| ["--allow-origin".to_string(), o.clone()]))
+            .arg("--allow-private-addresses")
             .args(more)
             .stdout(std::process::Stdio::null())
             .spawn()

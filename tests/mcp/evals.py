@@ -38,6 +38,9 @@ from mcp.shared.exceptions import MCPError
 import mcp.types as types
 
 TENANT = "shopping-a"
+# Over HTTP: the URL every server process of the lab is reached at (TOOLGATE_RESOURCE_URL), which
+# the identity tokens are issued for (their aud): the gate refuses a token not issued for it.
+HTTP_RESOURCE = "https://mcp.evals.test/mcp"
 REASON = "Inspeção concluída, pode fechar."
 
 
@@ -101,18 +104,21 @@ class Lab:
         self.server = shlex.split(args.server) if args.server else [args.toolgate, "mcp"]
         self.forged_keys = None
 
-    def identity(self, role):
-        if role not in self.tokens:
+    def identity(self, role, aud=None):
+        """The person's identity token for `role`, over HTTP issued for the server's resource URL."""
+        if aud is None and self.args.transport != "stdio":
+            aud = HTTP_RESOURCE
+        if (role, aud) not in self.tokens:
             out = subprocess.run(
                 [self.args.toolgate, "identity", "--dir", str(self.keys), "--kid", f"idp-{TENANT}",
-                 "--sub", "user-17", "--tenant", TENANT, "--role", role],
+                 "--sub", "user-17", "--tenant", TENANT, "--role", role, *(["--aud", aud] if aud else [])],
                 check=True, capture_output=True, text=True,
             )
-            path = self.work / f"identity-{role}.jwt"
+            path = self.work / f"identity-{role}-{uuid.uuid4().hex[:8]}.jwt"
             path.write_text(out.stdout.strip() + "\n")
             path.chmod(0o600)
-            self.tokens[role] = path
-        return self.tokens[role]
+            self.tokens[(role, aud)] = path
+        return self.tokens[(role, aud)]
 
     def channel_token(self, proposal, decision="approve", text="sim"):
         out = subprocess.run(
@@ -223,6 +229,7 @@ class Lab:
             })
         else:
             env["TOOLGATE_CHANNEL_KEYS"] = str(self.channel_keys())
+            env["TOOLGATE_RESOURCE_URL"] = HTTP_RESOURCE
         if self.args.broken:
             env["TOOLGATE_MCP_BROKEN"] = self.args.broken
         env.update(dict(e.split("=", 1) for e in self.args.env))
@@ -711,7 +718,19 @@ async def database_unavailable(lab):
             lab.db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE usename = 'toolgate_app' AND datname = %s", (db,))
             await asyncio.sleep(0.3)
-            err, text, out = await call(s, "request_close", close_args(order, key))
+            if lab.args.transport == "stdio":
+                err, text, out = await call(s, "request_close", close_args(order, key))
+            else:
+                # Over HTTP the bearer token cannot be checked either: 503 with Retry-After, the
+                # request never served unchecked (T8 of the third security review).
+                token = lab.identity("supervisor").read_text().strip()
+                body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                        "params": {"name": "request_close", "arguments": close_args(order, key)}}
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    r = await http.post(s.url, json=body, headers={
+                        "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                        "MCP-Protocol-Version": "2025-11-25", "Toolgate-Conversation": f"eval-{uuid.uuid4().hex}"})
+                err, text = r.status_code == 503 and "retry-after" in r.headers, f"HTTP {r.status_code}: unavailable"
         finally:
             lab.root.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
         check(err and "unavailable" in text, f"while down: {err} {text!r}")
@@ -786,8 +805,9 @@ async def state_for_another_call(lab):
 
 async def http_bearer_and_metadata(lab):
     """Over HTTP: no token, or one the gate refuses, is a 401 pointing at the RFC 9728 metadata,
-    which names the resource and the registered issuers; malformed JSON-RPC and an unknown method
-    are JSON-RPC errors; and the server goes on serving."""
+    which names the resource and the issuers that may issue tokens for it; a token issued for
+    another resource is refused too; malformed JSON-RPC and an unknown method are JSON-RPC errors;
+    and the server goes on serving."""
     async with lab.http_server(lab.server_env("supervisor")) as url:
         token = lab.identity("supervisor").read_text().strip()
         head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
@@ -798,15 +818,22 @@ async def http_bearer_and_metadata(lab):
             check(r.status_code == 401, f"no token: HTTP {r.status_code}")
             challenge = r.headers.get("www-authenticate", "")
             meta_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
-            check(challenge.startswith("Bearer ") and f'resource_metadata="{meta_url}"' in challenge,
+            named = "https://mcp.evals.test/.well-known/oauth-protected-resource/mcp"
+            check(challenge.startswith("Bearer ") and f'resource_metadata="{named}"' in challenge,
                   f"WWW-Authenticate: {challenge!r}")
+            # A token of the tenant's own provider, not issued for this server: refused by the gate.
+            other = lab.identity("supervisor", aud="https://mcp.other.example/mcp").read_text().strip()
+            r = await http.post(url, json=ping, headers={**head, "Authorization": f"Bearer {other}"})
+            check(r.status_code == 401 and 'error="invalid_token"' in r.headers.get("www-authenticate", ""),
+                  f"a token for another resource: HTTP {r.status_code} {r.headers.get('www-authenticate')!r}")
             forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
             r = await http.post(url, json=ping, headers={**head, "Authorization": f"Bearer {forged}"})
             check(r.status_code == 401 and 'error="invalid_token"' in r.headers.get("www-authenticate", ""),
                   f"a forged token: HTTP {r.status_code} {r.headers.get('www-authenticate')!r}")
             m = (await http.get(meta_url)).json()
-            issuers = [row[0] for row in lab.db.execute("SELECT DISTINCT iss FROM toolgate.issuers ORDER BY 1")]
-            check(m.get("resource") == url and sorted(m.get("authorization_servers", [])) == issuers,
+            issuers = [row[0] for row in lab.db.execute(
+                "SELECT DISTINCT iss FROM toolgate.issuers WHERE %s = ANY (audiences) ORDER BY 1", (HTTP_RESOURCE,))]
+            check(m.get("resource") == HTTP_RESOURCE and sorted(m.get("authorization_servers", [])) == issuers,
                   f"the metadata: {m}, issuers {issuers}")
             auth = {**head, "Authorization": f"Bearer {token}"}
             r = await http.post(url, content=b'{"jsonrpc": "2.0", "id": 2, "method": ', headers=auth)

@@ -154,7 +154,7 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
     // Each run's ERP is a new one, with a refresh token of its own: the tokens the dispatchers
     // kept from an earlier run's ERP (`toolgate.erp_credentials`) go, so this run's file seeds them.
     db.batch_execute(&format!(
-        "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('bench_erp', '{}', 'refresh_token'); RESET ROLE; \
+        "SELECT toolgate.repoint_erp_endpoint('bench_erp', '{}'); \
          DELETE FROM toolgate.erp_credentials WHERE endpoint = 'bench_erp'",
         erp.erp.base_url()
     ))
@@ -164,7 +164,9 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         once: true,
         batch: run.batch,
         concurrency: run.concurrency,
-        refresh_token_file: Some(token_file),
+        refresh_token_files: [("bench_erp".to_string(), token_file)].into(),
+        allowed_origins: vec![dispatch::origin(&erp.erp.base_url()).ok_or("the fake ERP's URL")?],
+        allow_private_addresses: true,
         ..dispatch::Options::default()
     };
     let started = Instant::now();

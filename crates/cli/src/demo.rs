@@ -550,7 +550,9 @@ async fn supplier(lab: &Lab, root: &Client, app: &Client, id_a: &str, check: &mu
     root.batch_execute(SUPPLIER).await?;
     let token_file = lab.keys_dir.join("supplier-refresh-token");
     std::fs::write(&token_file, erp.refresh_token())?;
-    root.execute("SELECT toolgate.add_erp_endpoint('supplier', $1, 'refresh_token')", &[&erp.base_url()]).await?;
+    // The example names a placeholder; the deployment moves it to the supplier's ERP (the DBA's
+    // own act: toolgate.repoint_erp_endpoint, the owner's until granted).
+    root.execute("SELECT toolgate.repoint_erp_endpoint('supplier', $1)", &[&erp.base_url()]).await?;
     root.batch_execute(&format!(
         "SET ROLE toolgate_admin;
          SELECT toolgate.set_policy('shopping-a', '{SUPPLIER_TOOL}', allowed => true, roles => ARRAY['supervisor'],
@@ -566,7 +568,10 @@ async fn supplier(lab: &Lab, root: &Client, app: &Client, id_a: &str, check: &mu
             "host={} port={} user=toolgate_demo_dispatcher dbname={}",
             lab.server.host, lab.server.port, lab.dbname
         ),
-        refresh_token_file: Some(token_file),
+        refresh_token_files: [("supplier".to_string(), token_file)].into(),
+        // The supplier's ERP runs on this machine (loopback): the demo's dispatcher is told so.
+        allowed_origins: vec![dispatch::origin(&erp.base_url()).ok_or("the supplier ERP's URL")?],
+        allow_private_addresses: true,
         timeout: Duration::from_secs(5),
         retry_delay: Duration::from_secs(1),
         ..dispatch::Options::default()

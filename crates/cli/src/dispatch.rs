@@ -41,8 +41,25 @@
 //! credentials of an endpoint whose `auth_kind` is `bearer` or `refresh_token` are
 //! kept in the database, shared by every dispatcher (`toolgate.erp_credentials`, which no role
 //! reads: `erp_access_token`, `erp_refresh_begin` and `erp_refresh_end` are the dispatcher's way
-//! in); `--refresh-token-file` seeds an endpoint's the first time and is rewritten on every
-//! rotation too, so it always holds the current refresh token.
+//! in); `--refresh-token-file NAME=FILE` seeds endpoint NAME's (and only that endpoint's) the
+//! first time and is rewritten on every rotation too, so it always holds the current refresh
+//! token. The credentials stored for an endpoint are bound to the origin they were given for: the
+//! dispatcher asks for them naming the origin it is about to send to, and gets none for another.
+//!
+//! Where it sends is its own configuration's to allow, never only the database's, which an
+//! administrator can write: it delivers only to the origins given with `--allow-origin`, and only
+//! to public addresses unless `--allow-private-addresses` (loopback, private, link-local and
+//! unique-local ranges, where an attacker who moved an endpoint would aim: a cloud's metadata
+//! service at 169.254.169.254, say), judged on the address the host resolves to, the one it
+//! connects to. An intent whose endpoint fails either is not sent (PENDING, `origin_not_allowed`
+//! or `address_not_allowed`, said on standard error for the operator), nor is one whose path would
+//! climb out of the endpoint's base path (REJECTED `bad_request_path`; the gate refuses such a
+//! path when the call is made). An answer larger than `--max-answer-bytes` (1 MiB by default) is
+//! not read on: a refusal (a 4xx) is REJECTED `answer_too_large`, and anything else is treated as
+//! an answer lost (the ERP is asked for the key's state; too large again: UNCERTAIN).
+//!
+//! Each claim comes with a claim id that `settle_outbox` must present: a dispatcher whose lease
+//! ran out and whose intent another dispatcher claimed since cannot settle it.
 
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -71,8 +88,15 @@ pub struct Options {
     pub batch: i32,
     /// Intents in flight at once within a batch.
     pub concurrency: usize,
-    /// The refresh token's file, for endpoints that need a token.
-    pub refresh_token_file: Option<PathBuf>,
+    /// Each endpoint's refresh token file, by endpoint name (`--refresh-token-file NAME=FILE`).
+    pub refresh_token_files: HashMap<String, PathBuf>,
+    /// The origins (`scheme://host[:port]`) it may send to (`--allow-origin`); none: it sends
+    /// nothing.
+    pub allowed_origins: Vec<String>,
+    /// Whether it may connect to loopback, private, link-local and unique-local addresses.
+    pub allow_private_addresses: bool,
+    /// The longest ERP answer body it reads.
+    pub max_answer_bytes: usize,
     /// More certificate authorities to trust for `https` endpoints (PEM), beside the Mozilla roots.
     pub ca_file: Option<PathBuf>,
     /// One HTTP exchange's timeout.
@@ -87,6 +111,64 @@ pub struct Options {
     pub lease: Duration,
 }
 
+/// The longest ERP answer body read unless `--max-answer-bytes` says: 1 MiB.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// The origin of an `http(s)` URL as the gate writes it (`toolgate.endpoint_origin`):
+/// `scheme://host[:port]`, lower-cased, without the scheme's default port; `None` for anything
+/// else.
+pub fn origin(url: &str) -> Option<String> {
+    let lower = url.to_ascii_lowercase();
+    let scheme = if lower.starts_with("https://") {
+        "https"
+    } else if lower.starts_with("http://") {
+        "http"
+    } else {
+        return None;
+    };
+    let rest = &lower[scheme.len() + 3..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    if authority.is_empty() || authority.contains(['@', '?', '#']) {
+        return None;
+    }
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    Some(format!("{scheme}://{}", authority.strip_suffix(default).unwrap_or(authority)))
+}
+
+/// An `--allow-origin` value: an origin, with no path (a trailing `/` aside).
+pub fn allowed_origin(value: &str) -> std::result::Result<String, String> {
+    let trimmed = value.trim().trim_end_matches('/');
+    match origin(trimmed) {
+        Some(o) if trimmed.matches('/').count() == 2 => Ok(o),
+        _ => Err(format!("--allow-origin {value:?}: an origin, scheme://host[:port] (http or https), with no path")),
+    }
+}
+
+/// Whether `ip` is in a range a dispatcher connects to only when told it may: loopback, private
+/// (10/8, 172.16/12, 192.168/16, 100.64/10), link-local (169.254/16, fe80::/10), unique-local
+/// (fc00::/7), unspecified, broadcast, 0/8, and IPv4 addresses mapped into IPv6 alike.
+pub fn private_address(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || (a == 100 && (64..128).contains(&b))
+                || a == 0
+        }
+        std::net::IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return private_address(std::net::IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback() || v6.is_unspecified() || (first & 0xffc0) == 0xfe80 || (first & 0xfe00) == 0xfc00
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -95,7 +177,10 @@ impl Default for Options {
             poll: Duration::from_secs(2),
             batch: 32,
             concurrency: 4,
-            refresh_token_file: None,
+            refresh_token_files: HashMap::new(),
+            allowed_origins: Vec::new(),
+            allow_private_addresses: false,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             ca_file: None,
             timeout: Duration::from_secs(10),
             settle_within: Duration::from_secs(10),
@@ -135,6 +220,8 @@ struct Intent {
     sent_before: bool,
     /// `PARTIAL`: the ERP did its part, only the tool's finish function is left.
     state: String,
+    /// The claim `settle_outbox` must present.
+    claim: String,
 }
 
 impl Intent {
@@ -164,6 +251,8 @@ fn encode(text: &str) -> String {
 #[derive(Clone, Debug)]
 struct Link {
     addr: SocketAddr,
+    /// The origin, as `origin` writes it: what the endpoint's credentials are bound to.
+    origin: String,
     authority: String,
     host: String,
     tls: bool,
@@ -192,7 +281,14 @@ async fn target(base_url: &str) -> std::result::Result<Link, String> {
         .map_err(|e| format!("cannot resolve the endpoint's host: {e}"))?
         .next()
         .ok_or("the endpoint's host has no address")?;
-    Ok(Link { addr, authority: authority.to_string(), host: host.to_string(), tls, prefix: prefix.to_string() })
+    Ok(Link {
+        addr,
+        origin: origin(base_url).unwrap_or_default(),
+        authority: authority.to_string(),
+        host: host.to_string(),
+        tls,
+        prefix: prefix.to_string(),
+    })
 }
 
 /// The TLS client configuration: the Mozilla roots (webpki-roots), and the certificates of
@@ -316,7 +412,7 @@ impl Dispatcher {
             .db
             .query(
                 "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
-                 attempts, sent_before, state, endpoint \
+                 attempts, sent_before, state, endpoint, claim::text \
                  FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
                 &[&self.opts.batch, &self.opts.lease.as_secs_f64()],
             )
@@ -336,6 +432,7 @@ impl Dispatcher {
                 sent_before: r.get(9),
                 state: r.get(10),
                 endpoint: r.get(11),
+                claim: r.get(12),
             })
             .collect();
         report.claimed += intents.len();
@@ -384,20 +481,56 @@ impl Dispatcher {
         let row = self
             .db
             .query_one(
-                "SELECT toolgate.settle_outbox($1, $2, $3, $4, $5, pg_catalog.make_interval(secs => $6))->>'outcome'",
-                &[&intent.tenant, &intent.tool, &intent.key, &outcome, &s.reply, &self.opts.retry_delay.as_secs_f64()],
+                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))->>'outcome'",
+                &[
+                    &intent.tenant,
+                    &intent.tool,
+                    &intent.key,
+                    &intent.claim,
+                    &outcome,
+                    &s.reply,
+                    &self.opts.retry_delay.as_secs_f64(),
+                ],
             )
-            .await?;
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot settle intent {} of tool {} (tenant {}) {outcome}: {}",
+                    intent.key,
+                    intent.tool,
+                    intent.tenant,
+                    e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string())
+                )
+            })?;
         let stored: Option<String> = row.get(0);
         Ok(if stored.as_deref() == Some("PARTIAL") { "PARTIAL" } else { outcome }.to_string())
     }
 
     /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.
+    /// Nothing goes to an origin this dispatcher was not told it may reach, nor to a private
+    /// address unless it was told it may.
     async fn deliver(&self, intent: &Intent) -> Settlement {
+        if origin(&intent.base_url).is_none_or(|o| !self.opts.allowed_origins.contains(&o)) {
+            eprintln!(
+                "toolgate dispatch: endpoint {} points at {}, an origin this dispatcher may not reach \
+                 (--allow-origin): nothing sent",
+                intent.endpoint, intent.base_url
+            );
+            return settled("PENDING", json!({"error": "origin_not_allowed"}));
+        }
         let link = match target(&intent.base_url).await {
             Ok(t) => t,
             Err(e) => return settled("PENDING", json!({"error": "endpoint_unreachable", "detail": e})),
         };
+        if !self.opts.allow_private_addresses && private_address(link.addr.ip()) {
+            eprintln!(
+                "toolgate dispatch: endpoint {} resolves to {}, a private, loopback or link-local address \
+                 (--allow-private-addresses): nothing sent",
+                intent.endpoint,
+                link.addr.ip()
+            );
+            return settled("PENDING", json!({"error": "address_not_allowed"}));
+        }
         let erp = Erp { d: self, intent, link };
         // NOT_FOUND: never applied, so it is sent (with the same key).
         if intent.sent_before {
@@ -415,11 +548,14 @@ impl Dispatcher {
             return Ok((None, 0));
         }
         let mut tokens = self.tokens.lock().await;
-        let token = tokens.entry(intent.endpoint.clone()).or_default();
+        let token = tokens.entry(token_key(&intent.endpoint, link)).or_default();
         if token.access.is_none() {
             let row = self
                 .db
-                .query_one("SELECT access_token, generation FROM toolgate.erp_access_token($1)", &[&intent.endpoint])
+                .query_one(
+                    "SELECT access_token, generation FROM toolgate.erp_access_token($1, $2)",
+                    &[&intent.endpoint, &link.origin],
+                )
                 .await
                 .map_err(credentials_error)?;
             (token.access, token.generation) = (row.get(0), row.get(1));
@@ -433,21 +569,22 @@ impl Dispatcher {
     /// After a 401 with the token of `generation`: refresh, unless someone did meanwhile.
     async fn refreshed(&self, endpoint: &str, generation: i64, link: &Link) -> std::result::Result<(), String> {
         let mut tokens = self.tokens.lock().await;
-        let token = tokens.entry(endpoint.to_string()).or_default();
+        let token = tokens.entry(token_key(endpoint, link)).or_default();
         if token.generation != generation {
             return Ok(());
         }
         self.refresh(token, endpoint, link).await
     }
 
-    /// One refresh for every dispatcher: under the lock of the endpoint's credentials
-    /// (`toolgate.erp_refresh_begin`, seeded from `--refresh-token-file` the first time), unless
+    /// One refresh for every dispatcher: under the lock of the endpoint's credentials for the
+    /// origin it points at (`toolgate.erp_refresh_begin`, seeded from the endpoint's own
+    /// `--refresh-token-file NAME=FILE` the first time), unless
     /// another dispatcher refreshed since `token` was read, when its access token is taken
     /// instead, `POST /oauth/token` with the current refresh token; the rotated one is written to
     /// the file (if any) and stored with the new access token (`erp_refresh_end`) before the lock
     /// is released and the access token used (the old refresh token no longer works).
     async fn refresh(&self, token: &mut Token, endpoint: &str, link: &Link) -> std::result::Result<(), String> {
-        let file = self.opts.refresh_token_file.as_deref();
+        let file = self.opts.refresh_token_files.get(endpoint).map(PathBuf::as_path);
         let seed = match file {
             Some(file) => {
                 Some(std::fs::read_to_string(file).map_err(|e| format!("the refresh token file is unreadable: {e}"))?)
@@ -458,8 +595,8 @@ impl Dispatcher {
         let tx = credentials.transaction().await.map_err(credentials_error)?;
         let row = tx
             .query_one(
-                "SELECT refresh_token, access_token, generation FROM toolgate.erp_refresh_begin($1, $2, $3)",
-                &[&endpoint, &token.generation, &seed],
+                "SELECT refresh_token, access_token, generation FROM toolgate.erp_refresh_begin($1, $2, $3, $4)",
+                &[&endpoint, &link.origin, &token.generation, &seed],
             )
             .await
             .map_err(credentials_error)?;
@@ -511,12 +648,12 @@ impl Dispatcher {
         let exchange = async {
             let tcp = tokio::net::TcpStream::connect(link.addr).await.map_err(CallError::Connect)?;
             if !link.tls {
-                return client::over(tcp, &head, body).await;
+                return client::over_capped(tcp, &head, body, self.opts.max_answer_bytes).await;
             }
             let name = ServerName::try_from(link.host.clone())
                 .map_err(|e| CallError::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
             let tls = TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(CallError::Connect)?;
-            client::over(tls, &head, body).await
+            client::over_capped(tls, &head, body, self.opts.max_answer_bytes).await
         };
         tokio::time::timeout(self.opts.timeout, exchange).await.unwrap_or(Err(CallError::Timeout))
     }
@@ -555,6 +692,12 @@ impl Dispatcher {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// Where this process keeps an endpoint's access token: per endpoint and origin, so a token
+/// read for one host is never sent to another after the endpoint is moved.
+fn token_key(endpoint: &str, link: &Link) -> String {
+    format!("{endpoint}\u{1f}{}", link.origin)
 }
 
 /// A failure reading or storing an endpoint's credentials, with the server's message.
@@ -648,10 +791,20 @@ impl Erp<'_> {
         let path = request["path"].as_str().unwrap_or("/");
         let body = request.get("body").filter(|b| !b.is_null());
         let key = self.intent.erp_key();
+        // The gate refuses such a path when the call is made; an intent written before is not sent.
+        if toolgate_core::request::climbs(path) {
+            return settled("REJECTED", json!({"error": "bad_request_path"}));
+        }
         match self.exchange(method, path, body, Some(&key)).await {
             // Refused at the door: nothing reached the ERP.
             Err(CallError::Connect(e)) => {
                 settled("PENDING", json!({"error": "no_connection", "detail": e.to_string()}))
+            }
+            // A refusal too long to read: still a refusal (its body is not kept).
+            Err(CallError::TooLarge(Some(status)))
+                if (400..500).contains(&status) && !matches!(status, 401 | 408 | 409 | 425 | 429) =>
+            {
+                settled("REJECTED", json!({"error": "answer_too_large", "status": status}))
             }
             Err(CallError::Broken(e)) if e.starts_with("no access token") => {
                 settled("PENDING", json!({"error": "unauthorized", "detail": e}))
@@ -708,6 +861,7 @@ impl Erp<'_> {
         let path = format!("/requests/{}", encode(&self.intent.erp_key()));
         let reply = match self.exchange("GET", &path, None, None).await {
             Ok(reply) if reply.status == 200 => reply,
+            Err(CallError::TooLarge(_)) => return Some(settled("UNCERTAIN", json!({"error": "answer_too_large"}))),
             _ => return Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
         };
         let body = reply.json();
@@ -756,8 +910,46 @@ mod tests {
             attempts: 1,
             sent_before: false,
             state: "PENDING".into(),
+            claim: String::new(),
         };
         assert_eq!(intent.erp_key(), "t1:order_part:k%201");
+    }
+
+    #[test]
+    fn origins_are_written_as_the_gate_writes_them() {
+        assert_eq!(origin("HTTPS://ERP.Example.com:443/api/v1").as_deref(), Some("https://erp.example.com"));
+        assert_eq!(origin("http://127.0.0.1:80").as_deref(), Some("http://127.0.0.1"));
+        assert_eq!(origin("http://127.0.0.1:8099/x").as_deref(), Some("http://127.0.0.1:8099"));
+        assert_eq!(origin("https://[::1]:8443/").as_deref(), Some("https://[::1]:8443"));
+        assert_eq!(origin("ftp://h/"), None);
+        assert_eq!(origin("http://user@h/"), None);
+        assert_eq!(allowed_origin("https://erp.example.com/").unwrap(), "https://erp.example.com");
+        assert_eq!(allowed_origin("http://127.0.0.1:8099").unwrap(), "http://127.0.0.1:8099");
+        assert!(allowed_origin("https://erp.example.com/api").is_err());
+        assert!(allowed_origin("erp.example.com").is_err());
+    }
+
+    #[test]
+    fn private_addresses_are_told_apart() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:169.254.169.254",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(private_address(private.parse().unwrap()), "{private}");
+        }
+        for public in ["8.8.8.8", "172.32.0.1", "100.128.0.1", "2001:4860::8888", "::ffff:1.1.1.1"] {
+            assert!(!private_address(public.parse().unwrap()), "{public}");
+        }
     }
 
     #[tokio::test]

@@ -44,8 +44,19 @@ pub fn now() -> i64 {
 
 /// An identity token, as the tenant's identity provider would issue it.
 pub fn identity(signer: &Signer, sub: &str, tenant: &str, role: &str, ttl: i64) -> String {
+    identity_for(signer, sub, tenant, role, ttl, &[])
+}
+
+/// An identity token issued for `aud` (none: no `aud` claim; one: a string; more: an array).
+pub fn identity_for(signer: &Signer, sub: &str, tenant: &str, role: &str, ttl: i64, aud: &[String]) -> String {
     let now = now();
-    signer.sign(&json!({"sub": sub, "tenant": tenant, "role": role, "iat": now, "exp": now + ttl}))
+    let mut claims = json!({"sub": sub, "tenant": tenant, "role": role, "iat": now, "exp": now + ttl});
+    match aud {
+        [] => {}
+        [one] => claims["aud"] = json!(one),
+        many => claims["aud"] = json!(many),
+    }
+    signer.sign(&claims)
 }
 
 /// A token of arbitrary `claims` (a JSON object) with `iat` and `exp` set, as an OpenID

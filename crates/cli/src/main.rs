@@ -45,6 +45,10 @@ enum Command {
         /// Seconds until it expires (negative: already expired).
         #[arg(long, default_value_t = 3600, allow_hyphen_values = true)]
         ttl: i64,
+        /// An audience the token is issued for (`aud`; repeat for several): an MCP server over
+        /// HTTP accepts only a token issued for its resource URL.
+        #[arg(long)]
+        aud: Vec<String>,
     },
     /// Sign CLAIMS (a JSON object) with iat and exp added, as an OpenID provider registered with
     /// toolgate.add_issuer would issue a token (EdDSA, the key DIR/KID.key).
@@ -135,10 +139,24 @@ enum Command {
         /// Intents in flight at once.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
-        /// The file holding the ERP's refresh token (auth_kind bearer or refresh_token); rewritten
-        /// with the new one at every rotation. Only the dispatcher's account should read it.
-        #[arg(long, value_name = "FILE")]
-        refresh_token_file: Option<PathBuf>,
+        /// NAME=FILE: the file holding endpoint NAME's refresh token (auth_kind bearer or
+        /// refresh_token), seeding that endpoint's credentials and no other's; rewritten with the
+        /// new one at every rotation. Only the dispatcher's account should read it. Repeat for
+        /// each endpoint.
+        #[arg(long, value_name = "NAME=FILE")]
+        refresh_token_file: Vec<String>,
+        /// An origin (scheme://host[:port]) the dispatcher may deliver to; repeat for each ERP.
+        /// At least one: an endpoint whose base URL is at another origin gets nothing, whatever
+        /// the database says (an administrator can write the database).
+        #[arg(long, value_name = "ORIGIN", required = true)]
+        allow_origin: Vec<String>,
+        /// Also connect to loopback, private, link-local and unique-local addresses (refused by
+        /// default: where a cloud's metadata service and internal services answer).
+        #[arg(long)]
+        allow_private_addresses: bool,
+        /// The longest ERP answer body read, in bytes; a longer one is not kept.
+        #[arg(long, default_value_t = dispatch::DEFAULT_MAX_ANSWER_BYTES)]
+        max_answer_bytes: usize,
         /// More certificate authorities (PEM) to trust for https endpoints, beside the Mozilla
         /// roots the dispatcher carries: for an ERP whose certificate a private authority signed.
         #[arg(long, value_name = "FILE")]
@@ -306,8 +324,8 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
     match command {
         Command::Keygen { dir, kid } => println!("{}", keys::generate(&dir, &kid)?.public_key()),
         Command::Pubkey { dir, kid } => println!("{}", keys::load(&dir, &kid)?.public_key()),
-        Command::Identity { dir, kid, sub, tenant, role, ttl } => {
-            println!("{}", keys::identity(&keys::load(&dir, &kid)?, &sub, &tenant, &role, ttl))
+        Command::Identity { dir, kid, sub, tenant, role, ttl, aud } => {
+            println!("{}", keys::identity_for(&keys::load(&dir, &kid)?, &sub, &tenant, &role, ttl, &aud))
         }
         Command::Token { dir, kid, claims, ttl } => {
             let claims: serde_json::Value = serde_json::from_str(&claims)?;
@@ -336,6 +354,9 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             batch,
             concurrency,
             refresh_token_file,
+            allow_origin,
+            allow_private_addresses,
+            max_answer_bytes,
             ca_file,
             timeout,
             settle_within,
@@ -343,6 +364,20 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             retry_delay,
             lease,
         } => {
+            let mut refresh_token_files = std::collections::HashMap::new();
+            for named in refresh_token_file {
+                let Some((name, file)) = named.split_once('=').filter(|(n, f)| !n.is_empty() && !f.is_empty()) else {
+                    return Err(format!(
+                        "--refresh-token-file {named:?}: NAME=FILE, the endpoint's name and its refresh token file"
+                    )
+                    .into());
+                };
+                if refresh_token_files.insert(name.to_string(), PathBuf::from(file)).is_some() {
+                    return Err(format!("--refresh-token-file: endpoint {name} named twice").into());
+                }
+            }
+            let allowed_origins =
+                allow_origin.iter().map(|o| dispatch::allowed_origin(o)).collect::<Result<Vec<_>, _>>()?;
             let env = std::env::var(confirm::DATABASE_ENV).ok();
             let secs = |s: f64| std::time::Duration::try_from_secs_f64(s).map_err(|e| format!("a duration: {e}"));
             let opts = dispatch::Options {
@@ -351,7 +386,10 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 poll: secs(poll)?,
                 batch,
                 concurrency,
-                refresh_token_file,
+                refresh_token_files,
+                allowed_origins,
+                allow_private_addresses,
+                max_answer_bytes,
                 ca_file,
                 timeout: secs(timeout)?,
                 settle_within: secs(settle_within)?,

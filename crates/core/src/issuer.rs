@@ -263,6 +263,11 @@ pub fn verify_issued(token: &str, issuer: &Issuer, clock: Clock) -> Result<Issue
     if !audience_ok {
         return Err(TokenError::Audience);
     }
+    let aud = match claims.get("aud") {
+        Some(Value::String(a)) => vec![a.clone()],
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => Vec::new(),
+    };
     let time = |name: &str| -> Result<Option<i64>, TokenError> {
         match claims.get(name) {
             None => Ok(None),
@@ -278,7 +283,7 @@ pub fn verify_issued(token: &str, issuer: &Issuer, clock: Clock) -> Result<Issue
     let roles = roles(claims.get(&issuer.roles_claim)).ok_or(TokenError::Claims)?;
     Ok(IssuedIdentity {
         tenant_value: tenant_value.clone(),
-        identity: Identity { sub, tenant: tenant_value, role: roles.join(","), exp, iat, nbf, roles },
+        identity: Identity { sub, tenant: tenant_value, role: roles.join(","), exp, iat, nbf, roles, aud },
     })
 }
 

@@ -13,5 +13,6 @@ pub mod locale;
 pub mod outcome;
 pub mod policy;
 pub mod proposal;
+pub mod request;
 pub mod token;
 pub mod untrusted;

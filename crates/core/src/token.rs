@@ -160,9 +160,42 @@ pub struct Identity {
     /// then their comma-joined list, as the audit shows it). Empty: `role` alone.
     #[serde(skip)]
     pub roles: Vec<String>,
+    /// The audiences the token was issued for (`aud`: one string or an array of them); empty when
+    /// it names none. A caller that expects an audience (an MCP server: its resource URL) refuses
+    /// a token that does not name it (`Identity::for_audience`).
+    #[serde(default, deserialize_with = "audiences", skip_serializing_if = "Vec::is_empty")]
+    pub aud: Vec<String>,
 }
 
+/// An `aud` claim: one string or an array of strings (null: none). Anything else fails the
+/// token's claims.
+fn audiences<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Aud {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<Aud>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Aud::One(a)) => vec![a],
+        Some(Aud::Many(list)) => list,
+    })
+}
+
+/// At most this many audiences in one token.
+const MAX_AUDIENCES: usize = 16;
+
 impl Identity {
+    /// The identity, if the token names `expected` among its audiences (`None`: nothing expected).
+    /// A token without `aud` names none, so it is refused wherever an audience is expected.
+    pub fn for_audience(self, expected: Option<&str>) -> Result<Identity, TokenError> {
+        match expected {
+            Some(expected) if !self.aud.iter().any(|a| a == expected) => Err(TokenError::Audience),
+            _ => Ok(self),
+        }
+    }
+
     /// Whether a policy listing `allowed` roles lets this caller through: the union of what each
     /// of the caller's roles allows, so one allowed role is enough.
     pub fn has_any_role(&self, allowed: &[String]) -> bool {
@@ -230,7 +263,12 @@ impl Expiring for Identity {
         self.nbf
     }
     fn claims_ok(&self) -> bool {
-        bounded(&self.sub) && bounded(&self.tenant) && bounded(&self.role)
+        let audience = |a: &String| !a.is_empty() && a.len() <= 512 && !a.chars().any(char::is_control);
+        bounded(&self.sub)
+            && bounded(&self.tenant)
+            && bounded(&self.role)
+            && self.aud.len() <= MAX_AUDIENCES
+            && self.aud.iter().all(audience)
     }
 }
 
@@ -529,7 +567,28 @@ mod tests {
             iat: Some(NOW),
             nbf: None,
             roles: Vec::new(),
+            aud: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_expected_audience_must_be_named() {
+        let expected = "https://mcp.example.com/mcp";
+        let with = |aud: &[&str]| Identity { aud: aud.iter().map(|a| a.to_string()).collect(), ..identity("t") };
+        assert_eq!(with(&[]).for_audience(Some(expected)), Err(TokenError::Audience));
+        assert_eq!(with(&["toolgate"]).for_audience(Some(expected)), Err(TokenError::Audience));
+        assert!(with(&["toolgate", expected]).for_audience(Some(expected)).is_ok());
+        assert!(with(&[]).for_audience(None).is_ok());
+        // The claim as a string or an array; another shape fails the claims.
+        let s = signer("idp-a", 1);
+        let key = registered(&s, "t", KeyPurpose::Identity);
+        let token = |aud: serde_json::Value| {
+            s.sign(&json!({"sub": "u", "tenant": "t", "role": "r", "exp": NOW + 60, "aud": aud}))
+        };
+        let verified = |aud: serde_json::Value| verify_identity(&token(aud), Some(&key), NOW);
+        assert_eq!(verified(json!(expected)).unwrap().aud, vec![expected.to_string()]);
+        assert_eq!(verified(json!([expected, "x"])).unwrap().aud, vec![expected.to_string(), "x".to_string()]);
+        assert_eq!(verified(json!(7)), Err(TokenError::Claims));
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub enum CallError {
     Closed,
     /// Another I/O error, or an answer that is not HTTP.
     Broken(String),
+    /// An answer longer than the reader's limit: its status, if its head was read (the body was
+    /// not kept).
+    TooLarge(Option<u16>),
 }
 
 impl fmt::Display for CallError {
@@ -50,6 +53,7 @@ impl fmt::Display for CallError {
             CallError::Timeout => f.write_str("no answer within the timeout"),
             CallError::Closed => f.write_str("connection closed without an answer"),
             CallError::Broken(e) => write!(f, "broken answer: {e}"),
+            CallError::TooLarge(_) => f.write_str("an answer larger than the limit"),
         }
     }
 }
@@ -89,7 +93,19 @@ pub fn head(method: &str, path: &str, host: &str, headers: &[(&str, &str)], body
 
 /// One exchange over a connection already made (plain TCP, or TLS over it): `head` and `body`
 /// sent, the answer read to the end of the connection. No timeout of its own.
-pub async fn over<S>(mut stream: S, head: &str, body: Option<&[u8]>) -> Result<Reply, CallError>
+pub async fn over<S>(stream: S, head: &str, body: Option<&[u8]>) -> Result<Reply, CallError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    over_capped(stream, head, body, usize::MAX).await
+}
+
+/// The head of an answer may take this much beside the body's limit.
+const HEAD_ALLOWANCE: usize = 64 * 1024;
+
+/// [`over`], reading at most `limit` bytes of body (and the head's allowance): a longer answer is
+/// `TooLarge`, with its status if its head came whole, and nothing more of it is read.
+pub async fn over_capped<S>(mut stream: S, head: &str, body: Option<&[u8]>, limit: usize) -> Result<Reply, CallError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -100,8 +116,33 @@ where
     }
     stream.flush().await.map_err(broken)?;
     let mut received = Vec::new();
-    match stream.read_to_end(&mut received).await {
-        Ok(_) => {}
+    let most = limit.saturating_add(HEAD_ALLOWANCE);
+    let read = async {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            received.extend_from_slice(&chunk[..n]);
+            if received.len() > most {
+                return Ok(true);
+            }
+        }
+    };
+    let outcome: std::io::Result<bool> = read.await;
+    match outcome {
+        Ok(true) => {
+            // The status line, if it came whole.
+            let status = received
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .and_then(|end| std::str::from_utf8(&received[..end]).ok())
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u16>().ok());
+            return Err(CallError::TooLarge(status));
+        }
+        Ok(false) => {}
         // A reset with nothing read is a connection dropped without an answer too.
         Err(e) if received.is_empty() && e.kind() == std::io::ErrorKind::ConnectionReset => {}
         // A TLS connection closed without its close_notify: what came is judged as it is (a
@@ -112,7 +153,11 @@ where
     if received.is_empty() {
         return Err(CallError::Closed);
     }
-    parse(&received)
+    let reply = parse(&received)?;
+    if reply.body.len() > limit {
+        return Err(CallError::TooLarge(Some(reply.status)));
+    }
+    Ok(reply)
 }
 
 /// [`call`] with a JSON body (or none) and a timeout of ten seconds.

@@ -32,6 +32,10 @@ pub enum Fault {
     /// and the access token answered is already expired. On any other request before it is
     /// handled: `401 {"error": "invalid_token"}`, nothing applied.
     ExpireTokens,
+    /// `huge:BYTES`: handle the request as usual (a write is applied), then answer with the same
+    /// status and the answer padded with BYTES bytes (`"padding": "xxx…"`): an ERP whose answers
+    /// run to megabytes.
+    Huge(usize),
 }
 
 impl Fault {
@@ -57,11 +61,14 @@ impl Fault {
             ("500", None) => Ok(Fault::InternalError),
             ("503", None) => Ok(Fault::Unavailable),
             ("expire-tokens", None) => Ok(Fault::ExpireTokens),
+            ("huge", Some(bytes)) => {
+                bytes.parse::<usize>().map(Fault::Huge).map_err(|_| format!("huge:{bytes}: not a number of bytes"))
+            }
             ("refuse", arg) => code(arg).map(Fault::Refuse),
             ("reject-later", arg) => code(arg).map(Fault::RejectLater),
             _ => Err(format!(
-                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, refuse:CODE, reject-later:CODE or \
-                 expire-tokens"
+                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, refuse:CODE, reject-later:CODE, \
+                 expire-tokens or huge:BYTES"
             )),
         }
     }
@@ -78,6 +85,7 @@ impl fmt::Display for Fault {
             Fault::Refuse(code) => write!(f, "refuse:{code}"),
             Fault::RejectLater(code) => write!(f, "reject-later:{code}"),
             Fault::ExpireTokens => f.write_str("expire-tokens"),
+            Fault::Huge(bytes) => write!(f, "huge:{bytes}"),
         }
     }
 }
@@ -140,10 +148,12 @@ mod tests {
             "refuse:part_discontinued",
             "reject-later:no_stock",
             "expire-tokens",
+            "huge:2000000",
         ] {
             assert_eq!(Fault::parse(text).unwrap().to_string(), text);
         }
-        for bad in ["late", "late:soon", "refuse", "refuse:", "404", "drop:1", "expire-tokens:1", ""] {
+        for bad in ["late", "late:soon", "refuse", "refuse:", "404", "drop:1", "expire-tokens:1", "huge", "huge:x", ""]
+        {
             assert!(Fault::parse(bad).is_err(), "{bad:?} parsed");
         }
     }

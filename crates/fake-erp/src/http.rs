@@ -132,6 +132,16 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
         }
         Some(Fault::Refuse(code)) => answer(422, json!({"error": code})),
         Some(Fault::RejectLater(_)) => next.run(req).await,
+        Some(Fault::Huge(bytes)) => {
+            let (mut parts, body) = next.run(req).await.into_parts();
+            let body = axum::body::to_bytes(body, MAX_BODY).await.unwrap_or_default();
+            let mut value: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
+            if let Some(fields) = value.as_object_mut() {
+                fields.insert("padding".into(), Value::String("x".repeat(bytes)));
+            }
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(value.to_string()))
+        }
     }
 }
 

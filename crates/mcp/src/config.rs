@@ -14,6 +14,12 @@ use toolgate_core::token::Signer;
 /// The longest the server waits for the person's answer unless `TOOLGATE_CONFIRM_WAIT` says.
 pub const DEFAULT_CONFIRM_WAIT: Duration = Duration::from_secs(300);
 
+/// The longest a call waits for a row lock unless `TOOLGATE_LOCK_TIMEOUT` says.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest one statement (a call) runs unless `TOOLGATE_STATEMENT_TIMEOUT` says.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What `toolgate mcp` reads from its environment.
 pub struct Config {
     /// `TOOLGATE_DATABASE_URL`: the application login's conninfo or URL.
@@ -22,6 +28,12 @@ pub struct Config {
     pub transport: Transport,
     /// `TOOLGATE_CONFIRM_WAIT` (seconds).
     pub confirm_wait: Duration,
+    /// `TOOLGATE_LOCK_TIMEOUT` (seconds; 0: no limit): how long a call waits for a row lock
+    /// (`lock_timeout`) before it is rolled back, so one waiting call does not hold the server.
+    pub lock_timeout: Duration,
+    /// `TOOLGATE_STATEMENT_TIMEOUT` (seconds; 0: no limit): how long one call may run
+    /// (`statement_timeout`).
+    pub statement_timeout: Duration,
     /// `TOOLGATE_STATE_KEY_FILE`: the secret (32 bytes or more) a `requestState` (protocol
     /// 2026-07-28) is sealed with. Without it each process makes one of its own, so a state one
     /// process sealed is refused by another: set the same file on every process behind one URL.
@@ -81,12 +93,17 @@ impl Config {
             None => Transport::Stdio(Stdio::from_lookup(&var)?),
             Some(addr) => Transport::Http(Http::from_lookup(&var, addr)?),
         };
-        let confirm_wait = match var("TOOLGATE_CONFIRM_WAIT") {
-            Some(s) => Duration::from_secs(
-                s.trim().parse().map_err(|_| format!("TOOLGATE_CONFIRM_WAIT {s:?}: a whole number of seconds"))?,
-            ),
-            None => DEFAULT_CONFIRM_WAIT,
+        let seconds = |name: &str, default: Duration| -> Result<Duration, String> {
+            match var(name) {
+                Some(s) => Ok(Duration::from_secs(
+                    s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number of seconds"))?,
+                )),
+                None => Ok(default),
+            }
         };
+        let confirm_wait = seconds("TOOLGATE_CONFIRM_WAIT", DEFAULT_CONFIRM_WAIT)?;
+        let lock_timeout = seconds("TOOLGATE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)?;
+        let statement_timeout = seconds("TOOLGATE_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT)?;
         let state_key = match var("TOOLGATE_STATE_KEY_FILE") {
             Some(file) => {
                 let key = fs::read(&file).map_err(|e| format!("TOOLGATE_STATE_KEY_FILE {file}: {e}"))?;
@@ -98,7 +115,22 @@ impl Config {
             }
             None => random_bytes::<32>()?.to_vec(),
         };
-        Ok(Config { database, transport, confirm_wait, state_key })
+        Ok(Config { database, transport, confirm_wait, lock_timeout, statement_timeout, state_key })
+    }
+
+    /// What every connection to the gate sets first: the waits a call may make, and over HTTP the
+    /// audience each token must name (the resource URL, RFC 8707: a token issued for another
+    /// resource, or for none, is refused by the gate itself).
+    pub fn session_settings(&self) -> Vec<(String, String)> {
+        let millis = |d: Duration| format!("{}ms", d.as_millis());
+        let mut settings = vec![
+            ("lock_timeout".to_string(), millis(self.lock_timeout)),
+            ("statement_timeout".to_string(), millis(self.statement_timeout)),
+        ];
+        if let Transport::Http(http) = &self.transport {
+            settings.push(("toolgate.audience".to_string(), http.resource.clone()));
+        }
+        settings
     }
 }
 
@@ -274,6 +306,27 @@ mod tests {
         assert_eq!(c.database.get_dbname(), Some("lab"));
         assert_eq!(stdio(&c).conversation, "conv-1");
         assert_eq!(c.confirm_wait, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn connections_are_told_the_waits_and_over_http_the_audience() {
+        let c = config(&[("TOOLGATE_DATABASE_URL", "host=/tmp"), ("TOOLGATE_IDENTITY_TOKEN", "t")]).unwrap();
+        let settings = c.session_settings();
+        assert!(settings.contains(&("lock_timeout".into(), "5000ms".into())), "{settings:?}");
+        assert!(settings.contains(&("statement_timeout".into(), "30000ms".into())), "{settings:?}");
+        assert!(!settings.iter().any(|(n, _)| n == "toolgate.audience"), "stdio expects no audience");
+        let http = Config::from_lookup(
+            lookup(&[
+                ("TOOLGATE_DATABASE_URL", "host=/tmp"),
+                ("TOOLGATE_RESOURCE_URL", "https://mcp.example.com/mcp"),
+                ("TOOLGATE_LOCK_TIMEOUT", "2"),
+            ]),
+            Some("127.0.0.1:8808"),
+        )
+        .unwrap();
+        let settings = http.session_settings();
+        assert!(settings.contains(&("toolgate.audience".into(), "https://mcp.example.com/mcp".into())), "{settings:?}");
+        assert!(settings.contains(&("lock_timeout".into(), "2000ms".into())), "{settings:?}");
     }
 
     #[test]

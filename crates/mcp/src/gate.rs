@@ -1,5 +1,7 @@
 //! The gate's SQL entry points, on one connection as the application login, made again after it
-//! is lost. Errors carry an SQLSTATE and a message only.
+//! is lost, with the server's session settings applied to each new connection (over HTTP, the
+//! audience every token must name: `toolgate.audience`; the waits a call may make:
+//! `lock_timeout`, `statement_timeout`). Errors carry an SQLSTATE and a message only.
 
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -19,6 +21,12 @@ impl std::fmt::Display for GateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GateError::Unavailable => write!(f, "the database is unavailable; nothing was applied; try again"),
+            // lock_timeout (55P03) and statement_timeout (57014): the call's transaction rolled back.
+            GateError::Sql { code, message } if code == "55P03" || code == "57014" => write!(
+                f,
+                "the call waited too long ({message}) and was rolled back: nothing was applied; try again with \
+                 the same idempotency_key"
+            ),
             GateError::Sql { code, message } => write!(f, "the database answered SQLSTATE {code}: {message}"),
         }
     }
@@ -27,12 +35,35 @@ impl std::fmt::Display for GateError {
 /// The connection to the gate.
 pub struct Gate {
     config: Config,
+    /// Settings (name, value) made on every new connection before it serves a call.
+    settings: Vec<(String, String)>,
     client: Mutex<Option<Client>>,
 }
 
 impl Gate {
-    pub fn new(config: Config) -> Gate {
-        Gate { config, client: Mutex::new(None) }
+    pub fn new(config: Config, settings: Vec<(String, String)>) -> Gate {
+        Gate { config, settings, client: Mutex::new(None) }
+    }
+
+    /// A new connection, its settings made.
+    async fn connect(&self) -> Result<Client, GateError> {
+        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| {
+            eprintln!("toolgate mcp: cannot connect: {}", e.as_db_error().map_or(e.to_string(), |d| d.to_string()));
+            GateError::Unavailable
+        })?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        for (name, value) in &self.settings {
+            client.query_one("SELECT pg_catalog.set_config($1, $2, false)", &[name, value]).await.map_err(|e| {
+                eprintln!(
+                    "toolgate mcp: cannot set {name}: {}",
+                    e.as_db_error().map_or(e.to_string(), |d| d.to_string())
+                );
+                GateError::Unavailable
+            })?;
+        }
+        Ok(client)
     }
 
     /// Run a statement that returns one jsonb value (NULL: `Value::Null`).
@@ -40,14 +71,7 @@ impl Gate {
         let mut slot = self.client.lock().await;
         if slot.as_ref().is_none_or(Client::is_closed) {
             *slot = None;
-            let (client, connection) = self.config.connect(NoTls).await.map_err(|e| {
-                eprintln!("toolgate mcp: cannot connect: {}", e.as_db_error().map_or(e.to_string(), |d| d.to_string()));
-                GateError::Unavailable
-            })?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            *slot = Some(client);
+            *slot = Some(self.connect().await?);
         }
         let client = slot.as_ref().expect("connected above");
         let result = client.query_one(sql, params).await;
@@ -80,9 +104,10 @@ impl Gate {
         self.json("SELECT toolgate.tools($1::text)", &[&identity]).await
     }
 
-    /// `toolgate.authorization_servers()`: every registered issuer's `iss`.
-    pub async fn authorization_servers(&self) -> Result<Value, GateError> {
-        self.json("SELECT toolgate.authorization_servers()", &[]).await
+    /// `toolgate.authorization_servers(resource)`: the `iss` of every registered issuer that may
+    /// issue tokens for `resource`.
+    pub async fn authorization_servers(&self, resource: &str) -> Result<Value, GateError> {
+        self.json("SELECT toolgate.authorization_servers($1::text)", &[&resource]).await
     }
 
     /// `toolgate.call(identity, conversation, tool, args)`.

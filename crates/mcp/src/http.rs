@@ -6,7 +6,7 @@
 //! sealed with `TOOLGATE_STATE_KEY_FILE`'s key, so processes behind one URL serve one conversation.
 
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,6 @@ use serde_json::json;
 use std::sync::Arc;
 
 use crate::config::Http;
-use crate::gate::GateError;
 use crate::server::{listing_of, ToolgateServer, Verified};
 
 /// The token of an `Authorization: Bearer <token>` header value.
@@ -78,9 +77,9 @@ async fn stopped() {
     }
 }
 
-/// Every request to `/mcp` carries a token the gate accepts, or is answered 401. When the database
-/// is unreachable the request goes on unchecked: the handler's gate calls (which verify the token
-/// again) then answer that the database is unavailable.
+/// Every request to `/mcp` carries a token the gate accepts, or is answered 401. When the token
+/// cannot be checked (the database is unreachable, or answers an error), the request is answered
+/// 503 with `Retry-After`: never served unchecked.
 async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let Some(token) = token.map(String::from) else {
@@ -104,7 +103,14 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
             }
             Err(why) => unauthorized(&shared, Some(&why)),
         },
-        Err(GateError::Unavailable | GateError::Sql { .. }) => next.run(request).await,
+        Err(e) => {
+            eprintln!("toolgate mcp: the bearer token cannot be checked: {e}");
+            let body = json!({"error": "temporarily_unavailable",
+                              "error_description": "the token cannot be checked now: the database is unavailable"});
+            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("5"));
+            response
+        }
     }
 }
 
@@ -131,10 +137,11 @@ fn unauthorized(shared: &Shared, refused: Option<&str>) -> Response {
     response
 }
 
-/// RFC 9728 Protected Resource Metadata: this resource, and every registered issuer as an
-/// authorization server.
+/// RFC 9728 Protected Resource Metadata: this resource, and as authorization servers the
+/// registered issuers whose audiences include it (not every tenant's provider: on a shared server
+/// that list would be the customer list).
 async fn protected_resource(State(shared): State<Arc<Shared>>) -> Response {
-    match shared.server.gate.authorization_servers().await {
+    match shared.server.gate.authorization_servers(&shared.resource).await {
         Ok(servers) => Json(json!({
             "resource": shared.resource,
             "authorization_servers": servers,

@@ -99,9 +99,10 @@ impl Caller {
 
 impl ToolgateServer {
     pub fn new(config: Config) -> Result<ToolgateServer, String> {
+        let settings = config.session_settings();
         let states = RequestStateCodec::try_new(config.state_key).map_err(|e| format!("the state key: {e}"))?;
         Ok(ToolgateServer(Arc::new(Shared {
-            gate: Gate::new(config.database),
+            gate: Gate::new(config.database, settings),
             transport: config.transport,
             confirm_wait: config.confirm_wait,
             states,
@@ -737,6 +738,8 @@ mod tests {
                 message_file: None,
             }),
             confirm_wait: Duration::from_secs(1),
+            lock_timeout: Duration::from_secs(1),
+            statement_timeout: Duration::from_secs(1),
             state_key: vec![7; 32],
         })
         .unwrap();

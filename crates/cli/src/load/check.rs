@@ -193,16 +193,16 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
     );
     out.push(finding(root, "no quota exceeded, and each quota counts exactly the calls it admitted", "
         WITH admitted AS (
-            SELECT a.tenant_id, a.conversation_id, a.tool, count(*) AS n FROM toolgate.audit a
+            SELECT a.tenant_id, a.actor, a.conversation_id, a.tool, count(*) AS n FROM toolgate.audit a
               JOIN toolgate.policies p ON p.tenant_id = a.tenant_id AND p.tool = a.tool
              WHERE a.kind = 'call' AND NOT a.replayed AND a.outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION')
                AND p.max_calls_per_conversation IS NOT NULL
-             GROUP BY 1, 2, 3)
+             GROUP BY 1, 2, 3, 4)
         SELECT (SELECT count(*) FROM toolgate.quota_usage q JOIN toolgate.policies p USING (tenant_id, tool)
                  WHERE q.used > p.max_calls_per_conversation)
              + (SELECT count(*) FROM admitted a JOIN toolgate.policies p USING (tenant_id, tool)
                  WHERE a.n > p.max_calls_per_conversation)
-             + (SELECT count(*) FROM admitted a FULL JOIN toolgate.quota_usage q USING (tenant_id, conversation_id, tool)
+             + (SELECT count(*) FROM admitted a FULL JOIN toolgate.quota_usage q USING (tenant_id, actor, conversation_id, tool)
                  WHERE coalesce(a.n, 0) <> coalesce(q.used, 0)),
                format('%s quota rows, %s at their limit', (SELECT count(*) FROM toolgate.quota_usage),
                       (SELECT count(*) FROM toolgate.quota_usage q JOIN toolgate.policies p USING (tenant_id, tool)
