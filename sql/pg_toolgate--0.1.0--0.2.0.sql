@@ -1316,21 +1316,25 @@ GRANT EXECUTE ON FUNCTION toolgate.alter_issuer(text, text, text[], jsonb, text,
 -- The issuers' URLs for the agent: what an MCP server lists as its authorization servers.
 ------------------------------------------------------------------------------------------------
 
--- The iss of every registered issuer, distinct and sorted (bytewise), as a JSON array ([] when
--- none): the authorization_servers an MCP server, connected as the application's login, serves in
--- its OAuth Protected Resource Metadata (RFC 9728). Issuer URLs are public; nothing else of an
--- issuer (audiences, keys, claims) is returned. An agent entry point, like tools.
-CREATE FUNCTION toolgate.authorization_servers() RETURNS jsonb
+-- The iss of the registered issuers whose accepted audiences include `resource`, distinct and
+-- sorted (bytewise), as a JSON array ([] when none): the authorization_servers an MCP server,
+-- connected as the application's login, serves for its resource URL in its OAuth Protected
+-- Resource Metadata (RFC 9728). Only the issuers that may issue tokens for that resource: on a
+-- server shared by many tenants, the others' providers (the customer list) are not shown. Issuer
+-- URLs are public; nothing else of an issuer (audiences, keys, claims) is returned. An agent
+-- entry point, like tools.
+CREATE FUNCTION toolgate.authorization_servers(resource text) RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
     SELECT COALESCE(pg_catalog.jsonb_agg(DISTINCT i.iss COLLATE pg_catalog."C" ORDER BY i.iss COLLATE pg_catalog."C"),
                     '[]'::pg_catalog.jsonb)
       FROM toolgate.issuers i
+     WHERE authorization_servers.resource OPERATOR(pg_catalog.=) ANY (i.audiences)
 $$;
-COMMENT ON FUNCTION toolgate.authorization_servers() IS
-    'The iss of every registered identity provider, sorted: an MCP server''s authorization_servers (RFC 9728).';
-REVOKE ALL ON FUNCTION toolgate.authorization_servers() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION toolgate.authorization_servers() TO toolgate_agent;
+COMMENT ON FUNCTION toolgate.authorization_servers(text) IS
+    'The iss of the identity providers whose audiences include the resource, sorted: an MCP server''s authorization_servers (RFC 9728).';
+REVOKE ALL ON FUNCTION toolgate.authorization_servers(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.authorization_servers(text) TO toolgate_agent;
 
 ------------------------------------------------------------------------------------------------
 -- The version a database runs and the library it calls.
@@ -1486,6 +1490,67 @@ CREATE TRIGGER erp_endpoints_administered BEFORE INSERT OR UPDATE OR DELETE OR T
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
 COMMENT ON TABLE toolgate.erp_endpoints IS
     'The ERPs outbox tools deliver to: base URL, kind of authentication, rate limits. No secret is kept here.';
+-- An outbox tool's definition digest holds its endpoint's base URL (a consent given for one host
+-- never applies to another): backends that cached a binding are told when an endpoint changes.
+CREATE TRIGGER erp_endpoints_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.erp_endpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('erp_endpoints');
+
+-- Every change of an endpoint: who made it, when, from what to what, and whether the stored
+-- credentials were dropped (an origin change drops them: they were given for the old host).
+CREATE TABLE toolgate.erp_endpoint_history (
+    history_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    endpoint            text NOT NULL,
+    changed_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    changed_by          text NOT NULL,
+    old                 jsonb,
+    new                 jsonb NOT NULL,
+    credentials_dropped boolean NOT NULL DEFAULT false
+);
+CREATE INDEX erp_endpoint_history_at ON toolgate.erp_endpoint_history (endpoint, changed_at);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history_history_id_seq', '');
+CREATE TRIGGER erp_endpoint_history_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON toolgate.erp_endpoint_history FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+COMMENT ON TABLE toolgate.erp_endpoint_history IS
+    'Every change of an ERP endpoint (add_erp_endpoint, repoint_erp_endpoint): who, when, from what to what.';
+
+-- The origin of an endpoint's base URL: scheme://host[:port], lower-cased, without the scheme's
+-- default port. The stored credentials of an endpoint belong to its origin.
+CREATE FUNCTION toolgate.endpoint_origin(base_url text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT pg_catalog.regexp_replace(pg_catalog.substring(pg_catalog.lower(base_url), '^https?://[^/]+'),
+                                     '^(https://.+):443$|^(http://.+):80$', '\1\2')
+$$;
+
+-- Refuse a base URL no endpoint may have: not http(s), credentials, a query or a fragment in it,
+-- or a host that is a link-local address written as such (169.254.0.0/16, fe80::/10: where cloud
+-- metadata services answer). The dispatcher judges the address a name resolves to, at each send.
+CREATE FUNCTION toolgate.check_endpoint_url(base_url text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    host text;
+    address inet;
+BEGIN
+    IF base_url IS NULL OR base_url !~ '^https?://[^\s/?#@]+(/[^\s?#@]*)?$' THEN
+        RAISE EXCEPTION 'base_url is an http(s) URL with no credentials, query or fragment in it'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Credentials are the dispatcher''s, never a table''s.';
+    END IF;
+    host := pg_catalog.btrim(pg_catalog.substring(base_url, '^https?://(\[[^]/]*\]|[^/:]+)'), '[]');
+    BEGIN
+        address := host::inet;
+    EXCEPTION WHEN invalid_text_representation THEN
+        address := NULL;
+    END;
+    IF address << inet '169.254.0.0/16' OR address << inet 'fe80::/10' OR address << inet '::ffff:169.254.0.0/112' THEN
+        RAISE EXCEPTION 'base_url names a link-local address (%): no ERP is reached there', host
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Link-local addresses are where cloud metadata services answer.';
+    END IF;
+END
+$$;
 
 -- An outbox tool's binding: `request` instead of `effect`, the endpoint it goes to, and the
 -- optional `finish` the dispatcher runs in the database once the ERP has done its part.
@@ -1536,6 +1601,8 @@ CREATE TABLE toolgate.outbox (
     -- An attempt may have reached the ERP and nobody knows what became of it (claimed and not
     -- settled since, or settled UNCERTAIN): the next attempt asks the ERP for the key first.
     in_doubt        boolean NOT NULL DEFAULT false,
+    -- The current claim (claim_outbox's), which the settlement must present; NULL once settled.
+    claim           uuid,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
@@ -1544,9 +1611,11 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.outbox', '');
 COMMENT ON TABLE toolgate.outbox IS
     'Intents of outbox tools, written with the ledger and the audit row; delivered to the ERP by the dispatcher.';
 
--- Name an ERP, or change one: its base URL (http or https, no credentials in it), the kind of
--- authentication the dispatcher uses (none, bearer, refresh_token) and its rate limits per second
--- and per minute (NULL: none).
+-- Name an ERP, or change one: its kind of authentication the dispatcher uses (none, bearer,
+-- refresh_token) and its rate limits per second and per minute (NULL: none). The base URL (http or
+-- https, no credentials in it) is given once: an endpoint that exists keeps its URL here, and
+-- moving it is toolgate.repoint_erp_endpoint's, a function only the roles the DBA chooses run.
+-- Every change is in toolgate.erp_endpoint_history.
 CREATE FUNCTION toolgate.add_erp_endpoint(
     name text,
     base_url text,
@@ -1556,16 +1625,15 @@ CREATE FUNCTION toolgate.add_erp_endpoint(
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
+DECLARE
+    before toolgate.erp_endpoints;
+    after toolgate.erp_endpoints;
 BEGIN
     IF name IS NULL OR name !~ '^[a-z][a-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION 'an endpoint''s name is a lower-case identifier (a-z, 0-9, _), not %', coalesce(name, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF base_url IS NULL OR base_url !~ '^https?://[^\s/?#@]+(/[^\s?#@]*)?$' THEN
-        RAISE EXCEPTION 'base_url is an http(s) URL with no credentials, query or fragment in it'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Credentials are the dispatcher''s, never a table''s.';
-    END IF;
+    PERFORM toolgate.check_endpoint_url(base_url);
     IF auth_kind IS NULL OR auth_kind NOT IN ('none', 'bearer', 'refresh_token') THEN
         RAISE EXCEPTION 'auth_kind is none, bearer or refresh_token, not %', coalesce(auth_kind, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -1573,16 +1641,66 @@ BEGIN
     IF per_second <= 0 OR per_minute <= 0 THEN
         RAISE EXCEPTION 'rate limits are more than zero, or NULL for none' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = add_erp_endpoint.name FOR UPDATE;
+    IF FOUND AND before.base_url <> add_erp_endpoint.base_url THEN
+        RAISE EXCEPTION 'endpoint % is at %: add_erp_endpoint does not move it', name, before.base_url
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Moving an endpoint is toolgate.repoint_erp_endpoint''s, which only the roles the DBA '
+                         'grants it to may run (its stored credentials stay with the old origin).';
+    END IF;
     INSERT INTO toolgate.erp_endpoints AS e (name, base_url, auth_kind, per_second, per_minute, defined_by)
     VALUES (add_erp_endpoint.name, add_erp_endpoint.base_url, add_erp_endpoint.auth_kind,
             add_erp_endpoint.per_second, add_erp_endpoint.per_minute, toolgate.caller())
     ON CONFLICT ON CONSTRAINT erp_endpoints_pkey DO UPDATE SET
-        base_url = excluded.base_url, auth_kind = excluded.auth_kind, per_second = excluded.per_second,
-        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by;
+        auth_kind = excluded.auth_kind, per_second = excluded.per_second,
+        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by
+    RETURNING * INTO after;
+    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new)
+    VALUES (after.name, toolgate.caller(),
+            CASE WHEN before.name IS NOT NULL THEN pg_catalog.to_jsonb(before) END, pg_catalog.to_jsonb(after));
 END
 $$;
 COMMENT ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer) IS
-    'Name an ERP outbox tools deliver to (base URL, auth kind, rate limits), or change it.';
+    'Name an ERP outbox tools deliver to (base URL, auth kind, rate limits), or change its auth kind and limits.';
+
+-- Move an endpoint to another base URL: what an ERP's migration needs, and what would send its
+-- credentials and every queued intent to another host, so it is not an administrator's alone.
+-- Executable by the extension's owner only until the DBA grants it to a role of their choosing
+-- (whose members must administer the gate too). An origin change drops the endpoint's stored
+-- credentials (the dispatcher seeds new ones from its own --refresh-token-file NAME=FILE), and
+-- every outbox tool bound to the endpoint gets a new definition digest, so no live proposal made
+-- for the old host is confirmed. The dispatcher delivers only to origins on its own allowlist
+-- (--allow-origin). Recorded in toolgate.erp_endpoint_history. Returns what changed.
+CREATE FUNCTION toolgate.repoint_erp_endpoint(name text, base_url text) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    before toolgate.erp_endpoints;
+    after toolgate.erp_endpoints;
+    dropped boolean := false;
+BEGIN
+    PERFORM toolgate.check_endpoint_url(base_url);
+    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = repoint_erp_endpoint.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no ERP endpoint named % (toolgate.add_erp_endpoint)', coalesce(name, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    UPDATE toolgate.erp_endpoints e
+       SET base_url = repoint_erp_endpoint.base_url, defined_at = pg_catalog.now(), defined_by = toolgate.caller()
+     WHERE e.name = before.name
+    RETURNING * INTO after;
+    IF toolgate.endpoint_origin(before.base_url) <> toolgate.endpoint_origin(after.base_url) THEN
+        DELETE FROM toolgate.erp_credentials c WHERE c.endpoint = after.name;
+        dropped := FOUND;
+    END IF;
+    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new, credentials_dropped)
+    VALUES (after.name, toolgate.caller(), pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after), dropped);
+    RETURN pg_catalog.jsonb_build_object('endpoint', after.name, 'from', before.base_url, 'to', after.base_url,
+                                         'credentials_dropped', dropped);
+END
+$$;
+COMMENT ON FUNCTION toolgate.repoint_erp_endpoint(text, text) IS
+    'Move an ERP endpoint to another base URL (the owner''s until granted): an origin change drops its credentials; recorded in erp_endpoint_history.';
 
 -- Define an outbox tool, or change its definition: define_tool's checks and versioning, with a
 -- `request` function instead of an effect (the same (ctx jsonb, args jsonb) RETURNS jsonb shape
@@ -1759,11 +1877,14 @@ $roles$;
 -- settled, or settled UNCERTAIN), not merely that there was one: the dispatcher then asks the ERP
 -- for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
 -- part, the finish function has not) is claimed too: the dispatcher sends nothing for it and
--- settles it SUCCEEDED again, which runs the finish function once more.
+-- settles it SUCCEEDED again, which runs the finish function once more. Each claim is a new
+-- random `claim` that the settlement must present: a dispatcher whose lease was lost (the intent
+-- claimed again by another since) cannot settle it, and no login settles an intent it did not
+-- claim.
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
-               state text)
+               state text, claim uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 BEGIN
@@ -1787,14 +1908,15 @@ BEGIN
     ), claimed AS (
         UPDATE toolgate.outbox o
            SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
-               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL'
+               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL',
+               claim = pg_catalog.gen_random_uuid()
           FROM due
          WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
         RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
-                  due.in_doubt AS sent_before
+                  due.in_doubt AS sent_before, o.claim
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.sent_before, c.state
+           c.request, c.attempts, c.sent_before, c.state, c.claim
       FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
@@ -1826,8 +1948,11 @@ AS 'pg_toolgate-@CARGO_VERSION@', 'outbox_finish_wrapper';
 --   DEAD       given up after the dispatcher's bound of attempts: the ledger answers UNCERTAIN
 --              (nobody knows), the intent stays DEAD for a person to reconcile.
 -- Only an intent in PENDING or UNCERTAIN is settled, or a PARTIAL one SUCCEEDED; anything else
--- (already final) is refused.
-CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, outcome text, reply jsonb,
+-- (already final) is refused, and so is a settlement whose `claim` is not the intent's current
+-- one (claim_outbox's: the lease was lost to another dispatcher, or it was never claimed). The
+-- ERP's words (its answer, its error) reach the ledger's reply marked as untrusted third-party
+-- text, as a read tool's do.
+CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, claim uuid, outcome text, reply jsonb,
                                        retry_in interval DEFAULT '30 seconds')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -1854,6 +1979,11 @@ BEGIN
      WHERE o.tenant_id = tenant AND o.tool = settle_outbox.tool AND o.idempotency_key = key FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    IF claim IS NULL OR intent.claim IS DISTINCT FROM claim THEN
+        RAISE EXCEPTION 'intent % of tool % is not held by this claim (claimed again since, settled, or never claimed)',
+            key, tool USING ERRCODE = 'object_not_in_prerequisite_state',
+                            HINT = 'Settle only what toolgate.claim_outbox returned, with its claim, within its lease.';
     END IF;
     IF intent.state = 'PARTIAL' THEN
         IF outcome <> 'SUCCEEDED' THEN
@@ -1902,14 +2032,14 @@ BEGIN
             ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
                                    intent.tool, intent.target, intent.endpoint, intent.attempts) END END;
     IF word IN ('SUCCEEDED', 'PARTIAL') THEN
-        result := result || pg_catalog.jsonb_build_object('erp', answer);
+        result := result || pg_catalog.jsonb_build_object('erp', toolgate.mark_untrusted(answer));
     END IF;
     IF word = 'SUCCEEDED' AND finished IS NOT NULL THEN
         result := result || pg_catalog.jsonb_build_object('finish', finished->'result');
     ELSIF word = 'PARTIAL' THEN
         result := result || pg_catalog.jsonb_build_object('pending', 'finish', 'error', finished->'error');
     ELSIF outcome = 'REJECTED' THEN
-        result := result || pg_catalog.jsonb_build_object('error', error);
+        result := result || pg_catalog.jsonb_build_object('error', toolgate.mark_untrusted(pg_catalog.to_jsonb(error)));
     END IF;
     stored := pg_catalog.jsonb_build_object(
         'outcome', word, 'isError', outcome = 'REJECTED', 'replayed', false, 'result', result,
@@ -1919,12 +2049,13 @@ BEGIN
     END IF;
 
     UPDATE toolgate.outbox o
-       SET state = new_state, last_error = error,
+       SET state = new_state, last_error = error, claim = NULL,
            -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such
            -- key, but the request may still be on its way); not when nothing left the dispatcher.
            in_doubt = CASE new_state WHEN 'UNCERTAIN' THEN true
                           WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable',
-                                                                     'unauthorized', 'rate_limited'), true)
+                                                                     'unauthorized', 'rate_limited',
+                                                                     'origin_not_allowed', 'address_not_allowed'), true)
                           ELSE false END,
            erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
            settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
@@ -1949,15 +2080,15 @@ BEGIN
     RETURN stored;
 END
 $$;
-COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, text, jsonb, interval) IS
+COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
     'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
 
 GRANT USAGE ON SCHEMA toolgate TO toolgate_dispatcher;
 REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval),
-                      toolgate.settle_outbox(text, text, text, text, jsonb, interval),
+                      toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
                       toolgate.outbox_finish(jsonb, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
-                          toolgate.settle_outbox(text, text, text, text, jsonb, interval)
+                          toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)
 TO toolgate_dispatcher;
 
 -- The outbox's intents that need a person: DEAD (given up after the dispatcher's attempts; the
@@ -1973,54 +2104,82 @@ SELECT o.tenant_id, o.tool, o.idempotency_key, o.target, o.endpoint, o.state, o.
     OR (o.state = 'PENDING' AND o.created_at < pg_catalog.now() - interval '15 minutes');
 -- The ERPs' rotating credentials, for the dispatchers (seed 004's client): per endpoint, the
 -- current refresh token (each use of it returns the next, and the old one stops working) and the
--- access token it was traded for, with a generation that counts the refreshes. Shared by every
--- dispatcher, so one refresh serves all of them: a dispatcher whose request met a stale access
--- token (a 401) refreshes only if nobody did since it read that token, while holding this row's
--- lock, and the others wait for that refresh and take its token. No role reads the table; the
--- dispatcher reaches it through the three functions below only. It is not dumped with the
--- extension's configuration (a dump keeps no secret): after a restore, the dispatcher seeds it
--- again from its --refresh-token-file.
+-- access token it was traded for, with a generation that counts the refreshes, and the origin
+-- they were given for. Shared by every dispatcher, so one refresh serves all of them: a
+-- dispatcher whose request met a stale access token (a 401) refreshes only if nobody did since it
+-- read that token, while holding this row's lock, and the others wait for that refresh and take
+-- its token. They are handed out only for the origin they were given for, and only while the
+-- endpoint is still there (repoint_erp_endpoint drops them when the origin changes). No role reads
+-- the table; the dispatcher reaches it through the three functions below only. It is not dumped
+-- with the extension's configuration (a dump keeps no secret): after a restore, the dispatcher
+-- seeds it again from its --refresh-token-file NAME=FILE.
 CREATE TABLE toolgate.erp_credentials (
     endpoint      text PRIMARY KEY REFERENCES toolgate.erp_endpoints ON DELETE CASCADE,
+    origin        text NOT NULL,
     refresh_token text NOT NULL,
     access_token  text,
     generation    bigint NOT NULL DEFAULT 0 CHECK (generation >= 0),
     refreshed_at  timestamptz
 );
 COMMENT ON TABLE toolgate.erp_credentials IS
-    'The ERPs'' current refresh and access tokens, shared by the dispatchers; read by no role.';
+    'The ERPs'' current refresh and access tokens, each for one origin, shared by the dispatchers; read by no role.';
 
--- The endpoint's access token now and its generation (no row: NULL, generation 0).
-CREATE FUNCTION toolgate.erp_access_token(endpoint text, OUT access_token text, OUT generation bigint)
+-- Whether `origin` is where endpoint `endpoint` points now (what a dispatcher about to send
+-- there must show before it is given the endpoint's credentials).
+CREATE FUNCTION toolgate.endpoint_at(endpoint text, origin text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT coalesce((SELECT toolgate.endpoint_origin(e.base_url) = endpoint_at.origin
+                       FROM toolgate.erp_endpoints e WHERE e.name = endpoint_at.endpoint), false)
+$$;
+
+-- The endpoint's access token now and its generation, for a dispatcher about to send to `origin`
+-- (no credentials for that origin, or the endpoint is elsewhere now: NULL, generation 0).
+CREATE FUNCTION toolgate.erp_access_token(endpoint text, origin text, OUT access_token text, OUT generation bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
     SELECT c.access_token, coalesce(c.generation, 0)
-      FROM (SELECT 1) one LEFT JOIN toolgate.erp_credentials c ON c.endpoint = erp_access_token.endpoint
+      FROM (SELECT 1) one
+      LEFT JOIN toolgate.erp_credentials c
+        ON c.endpoint = erp_access_token.endpoint AND c.origin = erp_access_token.origin
+       AND toolgate.endpoint_at(erp_access_token.endpoint, erp_access_token.origin)
 $$;
-COMMENT ON FUNCTION toolgate.erp_access_token(text) IS
-    'The dispatcher''s: the endpoint''s current access token and its generation.';
+COMMENT ON FUNCTION toolgate.erp_access_token(text, text) IS
+    'The dispatcher''s: the endpoint''s current access token and its generation, for the origin it points at.';
 
--- Begin a refresh, inside the caller's transaction: lock the endpoint's credentials (made from
--- `seed`, the dispatcher's refresh token file, if there are none yet). If their generation is no
--- longer `seen`, another dispatcher refreshed meanwhile: its access token comes back and the
--- caller uses it (refresh_token NULL). Otherwise the refresh token comes back, and the caller
--- trades it at the ERP and calls erp_refresh_end before it commits, the row locked all along.
-CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, seen bigint, seed text DEFAULT NULL,
+-- Begin a refresh, inside the caller's transaction, for a dispatcher about to send to `origin`:
+-- lock the endpoint's credentials (made from `seed`, the dispatcher's refresh token file for this
+-- endpoint, if there are none yet). Refused when the endpoint no longer points at `origin`, and
+-- when the credentials were given for another origin. If their generation is no longer `seen`,
+-- another dispatcher refreshed meanwhile: its access token comes back and the caller uses it
+-- (refresh_token NULL). Otherwise the refresh token comes back, and the caller trades it at the
+-- ERP and calls erp_refresh_end before it commits, the row locked all along.
+CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, origin text, seen bigint, seed text DEFAULT NULL,
                                            OUT refresh_token text, OUT access_token text, OUT generation bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
     c toolgate.erp_credentials;
 BEGIN
+    -- The endpoint's row locked first: it cannot move while its credentials are handed out.
+    PERFORM FROM toolgate.erp_endpoints e WHERE e.name = erp_refresh_begin.endpoint FOR SHARE;
+    IF NOT toolgate.endpoint_at(endpoint, origin) THEN
+        RAISE EXCEPTION 'endpoint % does not point at % (it was moved, or there is no such endpoint)', endpoint, origin
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     IF seed IS NOT NULL AND pg_catalog.btrim(seed) <> '' THEN
-        INSERT INTO toolgate.erp_credentials AS e (endpoint, refresh_token)
-        VALUES (erp_refresh_begin.endpoint, pg_catalog.btrim(seed))
+        INSERT INTO toolgate.erp_credentials AS e (endpoint, origin, refresh_token)
+        VALUES (erp_refresh_begin.endpoint, erp_refresh_begin.origin, pg_catalog.btrim(seed))
         ON CONFLICT ON CONSTRAINT erp_credentials_pkey DO NOTHING;
     END IF;
     SELECT * INTO c FROM toolgate.erp_credentials e WHERE e.endpoint = erp_refresh_begin.endpoint FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file)', endpoint
+        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file %=FILE)', endpoint, endpoint
             USING ERRCODE = 'no_data_found';
+    END IF;
+    IF c.origin <> origin THEN
+        RAISE EXCEPTION 'the credentials of endpoint % were given for %, not %', endpoint, c.origin, origin
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     generation := c.generation;
     IF c.generation <> seen AND c.access_token IS NOT NULL THEN
@@ -2030,8 +2189,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, bigint, text) IS
-    'The dispatcher''s: lock the endpoint''s credentials for a refresh, unless another dispatcher refreshed since `seen`.';
+COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, text, bigint, text) IS
+    'The dispatcher''s: lock the endpoint''s credentials for a refresh at the origin it points at, unless another dispatcher refreshed since `seen`.';
 
 -- End a refresh begun in this transaction: the rotated refresh token and the new access token;
 -- the new generation.
@@ -2059,9 +2218,9 @@ $$;
 COMMENT ON FUNCTION toolgate.erp_refresh_end(text, text, text) IS
     'The dispatcher''s: store the rotated refresh token and the new access token; the new generation.';
 REVOKE ALL ON toolgate.erp_credentials FROM PUBLIC;
-REVOKE ALL ON FUNCTION toolgate.erp_access_token(text), toolgate.erp_refresh_begin(text, bigint, text),
+REVOKE ALL ON FUNCTION toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                       toolgate.erp_refresh_end(text, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION toolgate.erp_access_token(text), toolgate.erp_refresh_begin(text, bigint, text),
+GRANT EXECUTE ON FUNCTION toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                           toolgate.erp_refresh_end(text, text, text) TO toolgate_dispatcher;
 
 REVOKE ALL ON toolgate.alert_outbox FROM PUBLIC;
@@ -2567,35 +2726,12 @@ GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.a
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 
 ------------------------------------------------------------------------------------------------
--- 7. The third security review (docs/security.md, "Review 3"): an endpoint's URL is moved only
---    by repoint_erp_endpoint (the owner's until granted), its credentials bound to its origin
---    and dropped when the origin changes, its changes in erp_endpoint_history, its base URL in the
---    definition digest (erp_endpoints tells backends it changed); a claim id that settle_outbox
---    must present; the ERP's words marked untrusted in the ledger's reply; path_segment for
---    request functions; authorization_servers for one resource; a conversation keyed by the
---    person too. As sql/outbox.sql, sql/api.sql and sql/bootstrap.sql install them.
+-- 7. The third security review (docs/security.md, "Review 3"), where sections 1 to 6 do not hold
+--    it already (an endpoint's URL given once, its history and origin-bound credentials, claims,
+--    authorization_servers for one resource: above): the C functions that mark the ERP's words
+--    untrusted and encode a path segment, the new functions' privileges, and a conversation
+--    keyed by the person too. As sql/outbox.sql and sql/bootstrap.sql install them.
 ------------------------------------------------------------------------------------------------
-
-DROP FUNCTION toolgate.authorization_servers();
--- The iss of the registered issuers whose accepted audiences include `resource`, distinct and
--- sorted (bytewise), as a JSON array ([] when none): the authorization_servers an MCP server,
--- connected as the application's login, serves for its resource URL in its OAuth Protected
--- Resource Metadata (RFC 9728). Only the issuers that may issue tokens for that resource: on a
--- server shared by many tenants, the others' providers (the customer list) are not shown. Issuer
--- URLs are public; nothing else of an issuer (audiences, keys, claims) is returned. An agent
--- entry point, like tools.
-CREATE FUNCTION toolgate.authorization_servers(resource text) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-    SELECT COALESCE(pg_catalog.jsonb_agg(DISTINCT i.iss COLLATE pg_catalog."C" ORDER BY i.iss COLLATE pg_catalog."C"),
-                    '[]'::pg_catalog.jsonb)
-      FROM toolgate.issuers i
-     WHERE authorization_servers.resource OPERATOR(pg_catalog.=) ANY (i.audiences)
-$$;
-COMMENT ON FUNCTION toolgate.authorization_servers(text) IS
-    'The iss of the identity providers whose audiences include the resource, sorted: an MCP server''s authorization_servers (RFC 9728).';
-REVOKE ALL ON FUNCTION toolgate.authorization_servers(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION toolgate.authorization_servers(text) TO toolgate_agent;
 
 CREATE FUNCTION toolgate.mark_untrusted(value jsonb) RETURNS jsonb
 IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c
@@ -2604,468 +2740,12 @@ CREATE FUNCTION toolgate.path_segment(value text) RETURNS text
 IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c
 AS 'pg_toolgate-@CARGO_VERSION@', 'path_segment_wrapper';
 
--- An outbox tool's definition digest holds its endpoint's base URL (a consent given for one host
--- never applies to another): backends that cached a binding are told when an endpoint changes.
-CREATE TRIGGER erp_endpoints_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.erp_endpoints
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('erp_endpoints');
-
--- Every change of an endpoint: who made it, when, from what to what, and whether the stored
--- credentials were dropped (an origin change drops them: they were given for the old host).
-CREATE TABLE toolgate.erp_endpoint_history (
-    history_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    endpoint            text NOT NULL,
-    changed_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    changed_by          text NOT NULL,
-    old                 jsonb,
-    new                 jsonb NOT NULL,
-    credentials_dropped boolean NOT NULL DEFAULT false
-);
-CREATE INDEX erp_endpoint_history_at ON toolgate.erp_endpoint_history (endpoint, changed_at);
-SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history', '');
-SELECT pg_catalog.pg_extension_config_dump('toolgate.erp_endpoint_history_history_id_seq', '');
-CREATE TRIGGER erp_endpoint_history_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE
-    ON toolgate.erp_endpoint_history FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
-COMMENT ON TABLE toolgate.erp_endpoint_history IS
-    'Every change of an ERP endpoint (add_erp_endpoint, repoint_erp_endpoint): who, when, from what to what.';
-
--- The origin of an endpoint's base URL: scheme://host[:port], lower-cased, without the scheme's
--- default port. The stored credentials of an endpoint belong to its origin.
-CREATE FUNCTION toolgate.endpoint_origin(base_url text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-    SELECT pg_catalog.regexp_replace(pg_catalog.substring(pg_catalog.lower(base_url), '^https?://[^/]+'),
-                                     '^(https://.+):443$|^(http://.+):80$', '\1\2')
-$$;
-
--- Refuse a base URL no endpoint may have: not http(s), credentials, a query or a fragment in it,
--- or a host that is a link-local address written as such (169.254.0.0/16, fe80::/10: where cloud
--- metadata services answer). The dispatcher judges the address a name resolves to, at each send.
-CREATE FUNCTION toolgate.check_endpoint_url(base_url text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-DECLARE
-    host text;
-    address inet;
-BEGIN
-    IF base_url IS NULL OR base_url !~ '^https?://[^\s/?#@]+(/[^\s?#@]*)?$' THEN
-        RAISE EXCEPTION 'base_url is an http(s) URL with no credentials, query or fragment in it'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Credentials are the dispatcher''s, never a table''s.';
-    END IF;
-    host := pg_catalog.btrim(pg_catalog.substring(base_url, '^https?://(\[[^]/]*\]|[^/:]+)'), '[]');
-    BEGIN
-        address := host::inet;
-    EXCEPTION WHEN invalid_text_representation THEN
-        address := NULL;
-    END;
-    IF address << inet '169.254.0.0/16' OR address << inet 'fe80::/10' OR address << inet '::ffff:169.254.0.0/112' THEN
-        RAISE EXCEPTION 'base_url names a link-local address (%): no ERP is reached there', host
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Link-local addresses are where cloud metadata services answer.';
-    END IF;
-END
-$$;
-
-DROP FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer);
--- Name an ERP, or change one: its kind of authentication the dispatcher uses (none, bearer,
--- refresh_token) and its rate limits per second and per minute (NULL: none). The base URL (http or
--- https, no credentials in it) is given once: an endpoint that exists keeps its URL here, and
--- moving it is toolgate.repoint_erp_endpoint's, a function only the roles the DBA chooses run.
--- Every change is in toolgate.erp_endpoint_history.
-CREATE FUNCTION toolgate.add_erp_endpoint(
-    name text,
-    base_url text,
-    auth_kind text DEFAULT 'none',
-    per_second integer DEFAULT NULL,
-    per_minute integer DEFAULT NULL
-) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-DECLARE
-    before toolgate.erp_endpoints;
-    after toolgate.erp_endpoints;
-BEGIN
-    IF name IS NULL OR name !~ '^[a-z][a-z0-9_]{0,62}$' THEN
-        RAISE EXCEPTION 'an endpoint''s name is a lower-case identifier (a-z, 0-9, _), not %', coalesce(name, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM toolgate.check_endpoint_url(base_url);
-    IF auth_kind IS NULL OR auth_kind NOT IN ('none', 'bearer', 'refresh_token') THEN
-        RAISE EXCEPTION 'auth_kind is none, bearer or refresh_token, not %', coalesce(auth_kind, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF per_second <= 0 OR per_minute <= 0 THEN
-        RAISE EXCEPTION 'rate limits are more than zero, or NULL for none' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = add_erp_endpoint.name FOR UPDATE;
-    IF FOUND AND before.base_url <> add_erp_endpoint.base_url THEN
-        RAISE EXCEPTION 'endpoint % is at %: add_erp_endpoint does not move it', name, before.base_url
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Moving an endpoint is toolgate.repoint_erp_endpoint''s, which only the roles the DBA '
-                         'grants it to may run (its stored credentials stay with the old origin).';
-    END IF;
-    INSERT INTO toolgate.erp_endpoints AS e (name, base_url, auth_kind, per_second, per_minute, defined_by)
-    VALUES (add_erp_endpoint.name, add_erp_endpoint.base_url, add_erp_endpoint.auth_kind,
-            add_erp_endpoint.per_second, add_erp_endpoint.per_minute, toolgate.caller())
-    ON CONFLICT ON CONSTRAINT erp_endpoints_pkey DO UPDATE SET
-        auth_kind = excluded.auth_kind, per_second = excluded.per_second,
-        per_minute = excluded.per_minute, defined_at = excluded.defined_at, defined_by = excluded.defined_by
-    RETURNING * INTO after;
-    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new)
-    VALUES (after.name, toolgate.caller(),
-            CASE WHEN before.name IS NOT NULL THEN pg_catalog.to_jsonb(before) END, pg_catalog.to_jsonb(after));
-END
-$$;
-COMMENT ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer) IS
-    'Name an ERP outbox tools deliver to (base URL, auth kind, rate limits), or change its auth kind and limits.';
-
--- Move an endpoint to another base URL: what an ERP's migration needs, and what would send its
--- credentials and every queued intent to another host, so it is not an administrator's alone.
--- Executable by the extension's owner only until the DBA grants it to a role of their choosing
--- (whose members must administer the gate too). An origin change drops the endpoint's stored
--- credentials (the dispatcher seeds new ones from its own --refresh-token-file NAME=FILE), and
--- every outbox tool bound to the endpoint gets a new definition digest, so no live proposal made
--- for the old host is confirmed. The dispatcher delivers only to origins on its own allowlist
--- (--allow-origin). Recorded in toolgate.erp_endpoint_history. Returns what changed.
-CREATE FUNCTION toolgate.repoint_erp_endpoint(name text, base_url text) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-DECLARE
-    before toolgate.erp_endpoints;
-    after toolgate.erp_endpoints;
-    dropped boolean := false;
-BEGIN
-    PERFORM toolgate.check_endpoint_url(base_url);
-    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = repoint_erp_endpoint.name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no ERP endpoint named % (toolgate.add_erp_endpoint)', coalesce(name, 'NULL')
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    UPDATE toolgate.erp_endpoints e
-       SET base_url = repoint_erp_endpoint.base_url, defined_at = pg_catalog.now(), defined_by = toolgate.caller()
-     WHERE e.name = before.name
-    RETURNING * INTO after;
-    IF toolgate.endpoint_origin(before.base_url) <> toolgate.endpoint_origin(after.base_url) THEN
-        DELETE FROM toolgate.erp_credentials c WHERE c.endpoint = after.name;
-        dropped := FOUND;
-    END IF;
-    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new, credentials_dropped)
-    VALUES (after.name, toolgate.caller(), pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after), dropped);
-    RETURN pg_catalog.jsonb_build_object('endpoint', after.name, 'from', before.base_url, 'to', after.base_url,
-                                         'credentials_dropped', dropped);
-END
-$$;
-COMMENT ON FUNCTION toolgate.repoint_erp_endpoint(text, text) IS
-    'Move an ERP endpoint to another base URL (the owner''s until granted): an origin change drops its credentials; recorded in erp_endpoint_history.';
-
--- The credentials, bound to the origin they were given for: those stored before are the origin's
--- the endpoint points at now.
-ALTER TABLE toolgate.erp_credentials ADD COLUMN origin text;
-UPDATE toolgate.erp_credentials c SET origin = toolgate.endpoint_origin(e.base_url)
-  FROM toolgate.erp_endpoints e WHERE e.name = c.endpoint;
-ALTER TABLE toolgate.erp_credentials ALTER COLUMN origin SET NOT NULL;
-COMMENT ON TABLE toolgate.erp_credentials IS
-    'The ERPs'' current refresh and access tokens, each for one origin, shared by the dispatchers; read by no role.';
-DROP FUNCTION toolgate.erp_access_token(text);
-DROP FUNCTION toolgate.erp_refresh_begin(text, bigint, text);
--- Whether `origin` is where endpoint `endpoint` points now (what a dispatcher about to send
--- there must show before it is given the endpoint's credentials).
-CREATE FUNCTION toolgate.endpoint_at(endpoint text, origin text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-    SELECT coalesce((SELECT toolgate.endpoint_origin(e.base_url) = endpoint_at.origin
-                       FROM toolgate.erp_endpoints e WHERE e.name = endpoint_at.endpoint), false)
-$$;
-
--- The endpoint's access token now and its generation, for a dispatcher about to send to `origin`
--- (no credentials for that origin, or the endpoint is elsewhere now: NULL, generation 0).
-CREATE FUNCTION toolgate.erp_access_token(endpoint text, origin text, OUT access_token text, OUT generation bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-    SELECT c.access_token, coalesce(c.generation, 0)
-      FROM (SELECT 1) one
-      LEFT JOIN toolgate.erp_credentials c
-        ON c.endpoint = erp_access_token.endpoint AND c.origin = erp_access_token.origin
-       AND toolgate.endpoint_at(erp_access_token.endpoint, erp_access_token.origin)
-$$;
-COMMENT ON FUNCTION toolgate.erp_access_token(text, text) IS
-    'The dispatcher''s: the endpoint''s current access token and its generation, for the origin it points at.';
-
--- Begin a refresh, inside the caller's transaction, for a dispatcher about to send to `origin`:
--- lock the endpoint's credentials (made from `seed`, the dispatcher's refresh token file for this
--- endpoint, if there are none yet). Refused when the endpoint no longer points at `origin`, and
--- when the credentials were given for another origin. If their generation is no longer `seen`,
--- another dispatcher refreshed meanwhile: its access token comes back and the caller uses it
--- (refresh_token NULL). Otherwise the refresh token comes back, and the caller trades it at the
--- ERP and calls erp_refresh_end before it commits, the row locked all along.
-CREATE FUNCTION toolgate.erp_refresh_begin(endpoint text, origin text, seen bigint, seed text DEFAULT NULL,
-                                           OUT refresh_token text, OUT access_token text, OUT generation bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-DECLARE
-    c toolgate.erp_credentials;
-BEGIN
-    -- The endpoint's row locked first: it cannot move while its credentials are handed out.
-    PERFORM FROM toolgate.erp_endpoints e WHERE e.name = erp_refresh_begin.endpoint FOR SHARE;
-    IF NOT toolgate.endpoint_at(endpoint, origin) THEN
-        RAISE EXCEPTION 'endpoint % does not point at % (it was moved, or there is no such endpoint)', endpoint, origin
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF seed IS NOT NULL AND pg_catalog.btrim(seed) <> '' THEN
-        INSERT INTO toolgate.erp_credentials AS e (endpoint, origin, refresh_token)
-        VALUES (erp_refresh_begin.endpoint, erp_refresh_begin.origin, pg_catalog.btrim(seed))
-        ON CONFLICT ON CONSTRAINT erp_credentials_pkey DO NOTHING;
-    END IF;
-    SELECT * INTO c FROM toolgate.erp_credentials e WHERE e.endpoint = erp_refresh_begin.endpoint FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no refresh token for endpoint % (give the dispatcher --refresh-token-file %=FILE)', endpoint, endpoint
-            USING ERRCODE = 'no_data_found';
-    END IF;
-    IF c.origin <> origin THEN
-        RAISE EXCEPTION 'the credentials of endpoint % were given for %, not %', endpoint, c.origin, origin
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    generation := c.generation;
-    IF c.generation <> seen AND c.access_token IS NOT NULL THEN
-        access_token := c.access_token;
-    ELSE
-        refresh_token := c.refresh_token;
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION toolgate.erp_refresh_begin(text, text, bigint, text) IS
-    'The dispatcher''s: lock the endpoint''s credentials for a refresh at the origin it points at, unless another dispatcher refreshed since `seen`.';
-
--- Claims: the outbox keeps each intent's current one, claim_outbox makes it, settle_outbox
--- demands it.
-ALTER TABLE toolgate.outbox ADD COLUMN claim uuid;
-DROP FUNCTION toolgate.claim_outbox(integer, interval);
-DROP FUNCTION toolgate.settle_outbox(text, text, text, text, jsonb, interval);
--- Claim up to `batch` intents whose next attempt is due, oldest first, skipping the rows another
--- dispatcher holds (FOR UPDATE SKIP LOCKED: several dispatchers side by side). Only while writes
--- are on for the tool (global switch and the tool's): the kill switch holds the queue. A claimed
--- intent counts an attempt and is leased: its next attempt is put `lease` ahead, so a dispatcher
--- that dies before it settles leaves the intent to be claimed again after that, never at once.
--- `sent_before` says an earlier attempt may have reached the ERP (`in_doubt`: claimed and never
--- settled, or settled UNCERTAIN), not merely that there was one: the dispatcher then asks the ERP
--- for the key's state before it sends anything again. A PARTIAL intent (the ERP did its
--- part, the finish function has not) is claimed too: the dispatcher sends nothing for it and
--- settles it SUCCEEDED again, which runs the finish function once more. Each claim is a new
--- random `claim` that the settlement must present: a dispatcher whose lease was lost (the intent
--- claimed again by another since) cannot settle it, and no login settles an intent it did not
--- claim.
-CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
-RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
-               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
-               state text, claim uuid)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-BEGIN
-    IF batch IS NULL OR batch < 1 OR batch > 1000 THEN
-        RAISE EXCEPTION 'batch is between 1 and 1000, not %', coalesce(batch::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF lease IS NULL OR lease < interval '1 second' THEN
-        RAISE EXCEPTION 'lease is at least a second' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN QUERY
-    WITH due AS (
-        SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
-          FROM toolgate.outbox o
-         WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
-           AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
-                            WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
-         ORDER BY o.next_attempt_at, o.created_at
-         LIMIT batch
-           FOR UPDATE OF o SKIP LOCKED
-    ), claimed AS (
-        UPDATE toolgate.outbox o
-           SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
-               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL',
-               claim = pg_catalog.gen_random_uuid()
-          FROM due
-         WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
-        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
-                  due.in_doubt AS sent_before, o.claim
-    )
-    SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.sent_before, c.state, c.claim
-      FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
-     ORDER BY c.tenant_id, c.tool, c.idempotency_key;
-END
-$$;
-COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
-    'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
-
--- Settle what the ERP answered for one intent, in one transaction: the outbox intent's state, the
--- ledger's reply for its key (so a retry with the same key, the status query, answers it,
--- replayed), an audit intent of kind `dispatch` (no argument, no secret: the endpoint, the
--- attempts, the outbox state), and, when the ERP did it, the tool's finish function. `outcome`:
---   SUCCEEDED  the ERP did it; `reply` is its answer (the ledger's result carries it). The finish
---              function, if the tool has one, then applies the follow-up in this database, in a
---              subtransaction: done, the intent is SUCCEEDED; not done (it raised, answered NULL,
---              or the binding changed unsafely), the intent is PARTIAL: the ERP's part is done
---              and is never asked for again, the ledger answers PARTIAL, and the dispatcher
---              settles it SUCCEEDED again after `retry_in`, which runs the finish function with
---              the ERP's answer kept from the first time (`reply` is then ignored);
---   REJECTED   the ERP refused it (a business 4xx): REJECTED erp_rejected, never retried;
---   PENDING    nothing reached the ERP (or it says it has no such key): tried again, same key,
---              after `retry_in`; the ledger keeps PENDING;
---   UNCERTAIN  sent, and the ERP did not say whether it applied it: the ledger answers
---              UNCERTAIN, and the next attempt (after `retry_in`) asks the ERP first;
---   DEAD       given up after the dispatcher's bound of attempts: the ledger answers UNCERTAIN
---              (nobody knows), the intent stays DEAD for a person to reconcile.
--- Only an intent in PENDING or UNCERTAIN is settled, or a PARTIAL one SUCCEEDED; anything else
--- (already final) is refused, and so is a settlement whose `claim` is not the intent's current
--- one (claim_outbox's: the lease was lost to another dispatcher, or it was never claimed). The
--- ERP's words (its answer, its error) reach the ledger's reply marked as untrusted third-party
--- text, as a read tool's do.
-CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, claim uuid, outcome text, reply jsonb,
-                                       retry_in interval DEFAULT '30 seconds')
-RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-AS $$
-DECLARE
-    intent toolgate.outbox;
-    answer jsonb := coalesce(reply, 'null'::jsonb);
-    new_state text;
-    word text;
-    said text;
-    result jsonb;
-    stored jsonb;
-    error text;
-    finished jsonb;
-BEGIN
-    IF outcome IS NULL OR outcome NOT IN ('SUCCEEDED', 'REJECTED', 'PENDING', 'UNCERTAIN', 'DEAD') THEN
-        RAISE EXCEPTION 'outcome is SUCCEEDED, REJECTED, PENDING, UNCERTAIN or DEAD, not %', coalesce(outcome, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF retry_in IS NULL OR retry_in < interval '0' THEN
-        RAISE EXCEPTION 'retry_in is an interval of zero or more' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO intent FROM toolgate.outbox o
-     WHERE o.tenant_id = tenant AND o.tool = settle_outbox.tool AND o.idempotency_key = key FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
-    END IF;
-    IF claim IS NULL OR intent.claim IS DISTINCT FROM claim THEN
-        RAISE EXCEPTION 'intent % of tool % is not held by this claim (claimed again since, settled, or never claimed)',
-            key, tool USING ERRCODE = 'object_not_in_prerequisite_state',
-                            HINT = 'Settle only what toolgate.claim_outbox returned, with its claim, within its lease.';
-    END IF;
-    IF intent.state = 'PARTIAL' THEN
-        IF outcome <> 'SUCCEEDED' THEN
-            RAISE EXCEPTION 'intent % of tool % is PARTIAL: the ERP did its part, only its finish is left (settle it SUCCEEDED)',
-                key, tool USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        answer := coalesce(intent.erp_reply, 'null'::jsonb);
-    ELSIF intent.state NOT IN ('PENDING', 'UNCERTAIN') THEN
-        RAISE EXCEPTION 'intent % of tool % is settled already (%)', key, tool, intent.state
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    -- What the ERP said, as a short word for the outbox and the audit (never its body there).
-    error := CASE WHEN pg_catalog.jsonb_typeof(answer) = 'object' AND answer ? 'error'
-                  THEN pg_catalog.left(answer->>'error', 200) END;
-    new_state := outcome;
-    word := CASE outcome WHEN 'DEAD' THEN 'UNCERTAIN' ELSE outcome END;
-    IF outcome = 'SUCCEEDED' THEN
-        -- NULL: the tool has no finish function (any more). An error the runner lets go on up (one
-        -- a client would retry: a lock not available, a deadlock) is not done either.
-        BEGIN
-            finished := toolgate.outbox_finish(pg_catalog.to_jsonb(intent), answer);
-        EXCEPTION WHEN OTHERS THEN
-            finished := pg_catalog.jsonb_build_object('done', false, 'error', pg_catalog.jsonb_build_object(
-                'function', 'finish', 'reason', 'raised', 'sqlstate', SQLSTATE));
-        END;
-        IF finished IS NOT NULL AND NOT (finished->>'done')::boolean THEN
-            new_state := 'PARTIAL';
-            word := 'PARTIAL';
-            error := 'finish_failed';
-        END IF;
-    END IF;
-    result := pg_catalog.jsonb_build_object('state', word, 'tool', intent.tool, 'target', intent.target,
-                                            'endpoint', intent.endpoint, 'attempts', intent.attempts);
-    said := CASE word
-        WHEN 'SUCCEEDED' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s)%s.', intent.tool, intent.target,
-                                                intent.endpoint, CASE WHEN finished IS NOT NULL THEN ', and here' ELSE '' END)
-        WHEN 'PARTIAL' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s); the follow-up in this database is not done yet, and the gate completes it. Do not ask for it again: the ERP has it.',
-                                              intent.tool, intent.target, intent.endpoint)
-        WHEN 'REJECTED' THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
-                                               intent.tool, intent.target, intent.endpoint)
-        WHEN 'PENDING' THEN pg_catalog.format('%s on «%s»: accepted and queued for the ERP (endpoint %s), not yet done. Call again with the same idempotency_key to learn its state; a new key would ask for it a second time.',
-                                              intent.tool, intent.target, intent.endpoint)
-        ELSE CASE outcome
-            WHEN 'UNCERTAIN' THEN pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s), which has not said whether it did it; the gate asks it again. Do not ask for it again with a new key.',
-                                                    intent.tool, intent.target, intent.endpoint)
-            ELSE pg_catalog.format('%s on «%s»: sent to the ERP (endpoint %s) %s times without a final answer; an operator reconciles it. Do not ask for it again with a new key.',
-                                   intent.tool, intent.target, intent.endpoint, intent.attempts) END END;
-    IF word IN ('SUCCEEDED', 'PARTIAL') THEN
-        result := result || pg_catalog.jsonb_build_object('erp', toolgate.mark_untrusted(answer));
-    END IF;
-    IF word = 'SUCCEEDED' AND finished IS NOT NULL THEN
-        result := result || pg_catalog.jsonb_build_object('finish', finished->'result');
-    ELSIF word = 'PARTIAL' THEN
-        result := result || pg_catalog.jsonb_build_object('pending', 'finish', 'error', finished->'error');
-    ELSIF outcome = 'REJECTED' THEN
-        result := result || pg_catalog.jsonb_build_object('error', toolgate.mark_untrusted(pg_catalog.to_jsonb(error)));
-    END IF;
-    stored := pg_catalog.jsonb_build_object(
-        'outcome', word, 'isError', outcome = 'REJECTED', 'replayed', false, 'result', result,
-        'content', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('type', 'text', 'text', said)));
-    IF outcome = 'REJECTED' THEN
-        stored := stored || '{"rule": "erp_rejected"}'::jsonb;
-    END IF;
-
-    UPDATE toolgate.outbox o
-       SET state = new_state, last_error = error, claim = NULL,
-           -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such
-           -- key, but the request may still be on its way); not when nothing left the dispatcher.
-           in_doubt = CASE new_state WHEN 'UNCERTAIN' THEN true
-                          WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable',
-                                                                     'unauthorized', 'rate_limited',
-                                                                     'origin_not_allowed', 'address_not_allowed'), true)
-                          ELSE false END,
-           erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
-           settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
-           next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')
-                                  THEN pg_catalog.clock_timestamp() + retry_in ELSE o.next_attempt_at END
-     WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
-    UPDATE toolgate.ledger l SET reply = stored, settled_at = pg_catalog.now()
-     WHERE l.tenant_id = intent.tenant_id AND l.tool = intent.tool AND l.idempotency_key = intent.idempotency_key
-       AND l.state = 'settled';
-    -- `effects` 1 on the settlement that learned the ERP did it (not on a PARTIAL one finished
-    -- later): toolgate.effects lists it, under the actor who asked for it.
-    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, rule, effects, detail,
-                                duration_us)
-    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, word,
-            CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END,
-            CASE WHEN outcome = 'SUCCEEDED' AND intent.state <> 'PARTIAL' THEN 1 ELSE 0 END,
-            pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
-                'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
-                'asked_by', intent.actor, 'value', intent.value,
-                'finish', CASE WHEN word = 'PARTIAL' THEN finished->'error' END)),
-            0);
-    RETURN stored;
-END
-$$;
-COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
-    'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
-
 REVOKE ALL ON toolgate.erp_endpoint_history FROM PUBLIC;
-REVOKE ALL ON SEQUENCE toolgate.erp_endpoint_history_history_id_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION toolgate.mark_untrusted(jsonb), toolgate.path_segment(text), toolgate.endpoint_origin(text),
-                      toolgate.check_endpoint_url(text), toolgate.add_erp_endpoint(text, text, text, integer, integer),
-                      toolgate.repoint_erp_endpoint(text, text), toolgate.endpoint_at(text, text),
-                      toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
-                      toolgate.claim_outbox(integer, interval),
-                      toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION toolgate.path_segment(text), toolgate.add_erp_endpoint(text, text, text, integer, integer)
-TO toolgate_admin;
+                      toolgate.check_endpoint_url(text), toolgate.repoint_erp_endpoint(text, text),
+                      toolgate.endpoint_at(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.path_segment(text) TO toolgate_admin;
 GRANT SELECT ON toolgate.erp_endpoint_history TO toolgate_admin, toolgate_auditor;
-GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
-                          toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
-                          toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text)
-TO toolgate_dispatcher;
 
 -- A conversation is each person's own (T7): the live proposal, the conversation's lock row and
 -- the quota's count are keyed by the verified subject too. The rows 0.1.0 wrote are given the
