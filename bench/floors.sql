@@ -49,9 +49,9 @@ DECLARE
 BEGIN
     PERFORM set_config('toolgate_bench.tenant', 'bench', true);
     target := bench.order_to_close(ctx, args);
-    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
-    VALUES ('bench', p_conversation, 'request_close', 1)
-    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, actor, conversation_id, tool, used)
+    VALUES ('bench', 'bench-user', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, actor, conversation_id, tool) DO UPDATE SET used = q.used + 1;
     done := bench.close_order(ctx, args);
     IF target IS NULL OR done IS NULL THEN  -- the work it stands for was not done: stop the run
         RAISE EXCEPTION 'floor_bound_close: order % not read or not closed', p_order;
@@ -87,14 +87,14 @@ BEGIN
     IF target IS NULL THEN
         RAISE EXCEPTION 'floor_bound_propose: order % not read', p_order;
     END IF;
-    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
-    VALUES ('bench1', p_conversation, 'request_close', 1)
-    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
-    INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at)
-    VALUES ('bench1', p_conversation, clock_timestamp())
-    ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET last_proposal_at = excluded.last_proposal_at;
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, actor, conversation_id, tool, used)
+    VALUES ('bench1', 'bench-user', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, actor, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    INSERT INTO toolgate.conversations AS c (tenant_id, actor, conversation_id, last_proposal_at)
+    VALUES ('bench1', 'bench-user', p_conversation, clock_timestamp())
+    ON CONFLICT (tenant_id, actor, conversation_id) DO UPDATE SET last_proposal_at = excluded.last_proposal_at;
     UPDATE toolgate.proposals SET status = 'superseded', decided_at = now()
-     WHERE tenant_id = 'bench1' AND conversation_id = p_conversation AND status = 'live';
+     WHERE tenant_id = 'bench1' AND actor = 'bench-user' AND conversation_id = p_conversation AND status = 'live';
     INSERT INTO toolgate.proposals (proposal_id, tenant_id, conversation_id, actor, tool, target, args, args_digest,
                                     idempotency_key, text, tier, schema_version, policy_version, status, expires_at)
     VALUES (made, 'bench1', p_conversation, 'bench-user', 'request_close', target->>'id', args, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', p_key,

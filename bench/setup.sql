@@ -59,9 +59,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state)
     VALUES ('bench', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'bench-user', 'reserved');
-    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
-    VALUES ('bench', p_conversation, 'request_close', 1)
-    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, actor, conversation_id, tool, used)
+    VALUES ('bench', 'bench-user', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, actor, conversation_id, tool) DO UPDATE SET used = q.used + 1;
     UPDATE maintenance.work_orders SET status = 'close_requested', updated_at = now()
      WHERE tenant_id = 'bench' AND order_id = p_order;
     INSERT INTO maintenance.close_requests (tenant_id, order_id, reason, requested_by, idempotency_key)
@@ -85,14 +85,14 @@ DECLARE
 BEGIN
     INSERT INTO toolgate.ledger (tenant_id, tool, idempotency_key, args_digest, actor, state)
     VALUES ('bench1', 'request_close', p_key, '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', 'bench-user', 'reserved');
-    INSERT INTO toolgate.quota_usage AS q (tenant_id, conversation_id, tool, used)
-    VALUES ('bench1', p_conversation, 'request_close', 1)
-    ON CONFLICT (tenant_id, conversation_id, tool) DO UPDATE SET used = q.used + 1;
-    INSERT INTO toolgate.conversations AS c (tenant_id, conversation_id, last_proposal_at)
-    VALUES ('bench1', p_conversation, clock_timestamp())
-    ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET last_proposal_at = excluded.last_proposal_at;
+    INSERT INTO toolgate.quota_usage AS q (tenant_id, actor, conversation_id, tool, used)
+    VALUES ('bench1', 'bench-user', p_conversation, 'request_close', 1)
+    ON CONFLICT (tenant_id, actor, conversation_id, tool) DO UPDATE SET used = q.used + 1;
+    INSERT INTO toolgate.conversations AS c (tenant_id, actor, conversation_id, last_proposal_at)
+    VALUES ('bench1', 'bench-user', p_conversation, clock_timestamp())
+    ON CONFLICT (tenant_id, actor, conversation_id) DO UPDATE SET last_proposal_at = excluded.last_proposal_at;
     UPDATE toolgate.proposals SET status = 'superseded', decided_at = now()
-     WHERE tenant_id = 'bench1' AND conversation_id = p_conversation AND status = 'live';
+     WHERE tenant_id = 'bench1' AND actor = 'bench-user' AND conversation_id = p_conversation AND status = 'live';
     INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, args_digest,
                                     idempotency_key, text, tier, schema_version, policy_version, status, expires_at)
     VALUES ('bench1', p_conversation, 'bench-user', 'request_close', p_order, '{"order_id": "1", "reason": "benchmark close", "idempotency_key": "pair-key-1"}', '5a189daf9e638b104cab84b57f85699769e3a3c3da245c299731279e0c9a5aec', p_key,

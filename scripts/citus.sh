@@ -227,12 +227,12 @@ WITH t AS (SELECT unnest(ARRAY[$tenant_list]) AS tenant),
                 (SELECT coalesce(sum(p.total), 0) FROM maintenance.purchases p
                   WHERE p.tenant_id = c.tenant_id AND p.cost_center = c.cost_center) AS bought
            FROM maintenance.cost_centers c WHERE c.tenant_id IN (SELECT tenant FROM t) AND c.cost_center = 'CC-L'),
-     used AS MATERIALIZED (SELECT q.tenant_id, q.conversation_id, q.used FROM toolgate.quota_usage q
+     used AS MATERIALIZED (SELECT q.tenant_id, q.actor, q.conversation_id, q.used FROM toolgate.quota_usage q
                             WHERE q.tenant_id IN (SELECT tenant FROM t) AND q.tool = 'request_purchase_part'),
-     audited AS MATERIALIZED (SELECT a.tenant_id, a.at, a.tool, a.conversation_id, a.outcome, a.replayed
+     audited AS MATERIALIZED (SELECT a.tenant_id, a.actor, a.at, a.tool, a.conversation_id, a.outcome, a.replayed
                                 FROM toolgate.audit a WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call'),
-     bought_calls AS (SELECT tenant_id, conversation_id, count(*) AS n FROM audited
-                       WHERE tool = 'request_purchase_part' AND outcome = 'SUCCEEDED' AND NOT replayed GROUP BY 1, 2)
+     bought_calls AS (SELECT tenant_id, actor, conversation_id, count(*) AS n FROM audited
+                       WHERE tool = 'request_purchase_part' AND outcome = 'SUCCEEDED' AND NOT replayed GROUP BY 1, 2, 3)
 SELECT concat_ws(' ',
     'keys_with_two_effects=' || (SELECT count(*) FROM (SELECT 1 FROM effects GROUP BY tenant_id, tool, idempotency_key HAVING count(*) > 1) d),
     'orders_closed_twice=' || (SELECT count(*) FROM (SELECT 1 FROM effects WHERE tool = 'request_close'
@@ -248,7 +248,7 @@ SELECT concat_ws(' ',
     'spent_not_bought=' || (SELECT count(*) FROM spent WHERE spent <> bought),
     'spent_total=' || (SELECT sum(spent) FROM spent),
     'quota_over=' || (SELECT count(*) FROM used WHERE used > 3),
-    'quota_not_calls=' || (SELECT count(*) FROM used u FULL JOIN bought_calls b USING (tenant_id, conversation_id)
+    'quota_not_calls=' || (SELECT count(*) FROM used u FULL JOIN bought_calls b USING (tenant_id, actor, conversation_id)
                             WHERE coalesce(u.used, 0) <> coalesce(b.n, 0)),
     'audit_rows=' || (SELECT count(*) FROM audited),
     'during_stop_running=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
