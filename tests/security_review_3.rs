@@ -164,6 +164,14 @@ async fn t5_a_climbing_path_is_never_sent() {
         .unwrap();
     assert_eq!(s.dispatch().await.count("REJECTED"), 1);
     assert_eq!(s.erp("writes_received"), 0);
+    // Refused by the dispatcher itself, not by the ERP (which would answer a 4xx of its own).
+    let error: Option<String> = s
+        .root
+        .query_one("SELECT last_error FROM toolgate.outbox WHERE idempotency_key = 'climb-key-1'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(error.as_deref(), Some("bad_request_path"));
 }
 
 /// T9: a dispatcher whose lease ran out, the intent claimed again by another since, cannot settle
