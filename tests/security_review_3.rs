@@ -78,13 +78,7 @@ async fn t1_a_moved_endpoint_reaches_nothing_and_takes_no_credentials() {
         (Some(0), Some(0)),
         "nothing reached the new host: {attacker_saw}"
     );
-    let last_error: Option<String> = s
-        .root
-        .query_one("SELECT last_error FROM toolgate.outbox WHERE idempotency_key = 'moved-key-2'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(last_error.as_deref(), Some("origin_not_allowed"));
+    assert_eq!(s.last_error("moved-key-2").await.as_deref(), Some("origin_not_allowed"));
 
     // Moved back by the DBA: delivered, the credentials seeded again from the endpoint's own file.
     s.root.execute("SELECT toolgate.repoint_erp_endpoint('fake_erp', $1)", &[&s.erp.base_url()]).await.unwrap();
@@ -132,14 +126,7 @@ async fn t4_huge_answers_are_not_read_whole() {
     s.erp.queue_fault(Fault::Huge(2 * 1024 * 1024), 1, Matcher::parse("POST /purchases").unwrap());
     s.erp.queue_fault(Fault::Huge(2 * 1024 * 1024), 1, Matcher::parse("GET /requests").unwrap());
     assert_eq!(dispatch::run(&opts).await.unwrap().count("UNCERTAIN"), 1);
-    let (state, error): (String, Option<String>) = {
-        let row = s
-            .root
-            .query_one("SELECT state, last_error FROM toolgate.outbox WHERE idempotency_key = 'huge-key-2'", &[])
-            .await
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (state, error) = (s.outbox("huge-key-2").await.0, s.last_error("huge-key-2").await);
     assert_eq!((state.as_str(), error.as_deref()), ("UNCERTAIN", Some("answer_too_large")));
     let largest = count(&s.root, "SELECT max(pg_column_size(reply))::bigint FROM toolgate.ledger").await;
     assert!(largest < 64 * 1024, "a ledger reply of {largest} bytes");
@@ -165,13 +152,7 @@ async fn t5_a_climbing_path_is_never_sent() {
     assert_eq!(s.dispatch().await.count("REJECTED"), 1);
     assert_eq!(s.erp("writes_received"), 0);
     // Refused by the dispatcher itself, not by the ERP (which would answer a 4xx of its own).
-    let error: Option<String> = s
-        .root
-        .query_one("SELECT last_error FROM toolgate.outbox WHERE idempotency_key = 'climb-key-1'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(error.as_deref(), Some("bad_request_path"));
+    assert_eq!(s.last_error("climb-key-1").await.as_deref(), Some("bad_request_path"));
 }
 
 /// T9: a dispatcher whose lease ran out, the intent claimed again by another since, cannot settle

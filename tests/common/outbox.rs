@@ -153,6 +153,15 @@ impl Setup {
         (row.get(0), row.get(1))
     }
 
+    /// The ERP's (or the dispatcher's) last error word for the intent of `key`.
+    pub async fn last_error(&self, key: &str) -> Option<String> {
+        self.root
+            .query_one("SELECT last_error FROM toolgate.outbox WHERE idempotency_key = $1", &[&key])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
     pub async fn dispatch_audit(&self, key_outcome: &str) -> i64 {
         self.root
             .query_one(
