@@ -3,6 +3,8 @@
 of the tree, and fail loudly when it no longer applies.
 
     apply.py named TREE MUTANT.toml       # a named mutant: exact search/replace edits
+    apply.py check TREE                   # every mutant of mutants/named still applies to TREE
+                                          # (nothing written; scripts/lint.sh's `mutants` step)
     apply.py field MUTANT.toml KEY        # print a field of a named mutant (lists: one a line)
     apply.py listed TREE LIST.json INDEX  # mutant INDEX of `cargo mutants --list --json`
     apply.py count LIST.json              # print how many mutants that list holds
@@ -40,7 +42,7 @@ def load(path):
     return m
 
 
-def named(tree, path):
+def named(tree, path, write=True):
     m = load(path)
     changed = []
     for i, edit in enumerate(m["edit"], 1):
@@ -57,10 +59,19 @@ def named(tree, path):
             )
         if old == new:
             fail(f"{Path(path).stem}: edit {i} changes nothing")
-        target.write_text(text.replace(old, new))
+        if write:
+            target.write_text(text.replace(old, new))
         if edit["file"] not in changed:
             changed.append(edit["file"])
-    print("\n".join(changed))
+    if write:
+        print("\n".join(changed))
+
+
+def check(tree):
+    mutants = sorted((Path(__file__).parent / "named").glob("*.toml"))
+    for path in mutants:
+        named(tree, path, write=False)
+    print(f"{len(mutants)} named mutants: each still applies")
 
 
 def field(path, key):
@@ -134,6 +145,7 @@ COMMANDS = {
     "count": (count, 1),
     "describe": (describe, 2),
     "sync": (sync, 2),
+    "check": (check, 1),
     "test-binaries": (test_binaries, 1),
 }
 

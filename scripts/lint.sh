@@ -15,6 +15,9 @@
 #      toolgate.NAME` in sql/*.sql but the update scripts (sql/pg_toolgate--*--*.sql), and the
 #      #[pg_extern] functions of src/. Exempt: the internal helpers lint_docs lists, and only
 #      while no GRANT EXECUTE in sql/*.sql names them (a function granted to any role is public)
+#   6. mutants: every named mutant (mutants/named/*.toml) still applies to the tree, each `old`
+#      text found as many times as it says: a control moved under its mutant is re-anchored at
+#      once, not found out when the mutants are next judged
 #
 #   scripts/lint.sh                 # every step
 #   scripts/lint.sh shellcheck …    # these steps only, in the order given
@@ -164,12 +167,16 @@ print(f"{len(files)} Markdown files: every relative link resolves; docs/sql.md n
 '
 }
 
+lint_mutants() {
+    python3 mutants/apply.py check .
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases docs)
+[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases docs mutants)
 for s in "${steps[@]}"; do
     case $s in
-    fmt | shellcheck | clippy | releases | docs) ;;
-    *) log "no step $s (fmt, shellcheck, clippy, releases, docs)" >&2; exit 2 ;;
+    fmt | shellcheck | clippy | releases | docs | mutants) ;;
+    *) log "no step $s (fmt, shellcheck, clippy, releases, docs, mutants)" >&2; exit 2 ;;
     esac
 done
 for s in "${steps[@]}"; do

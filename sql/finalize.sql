@@ -79,6 +79,7 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
 -- answered, and nothing else; it reads no table.
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
+                          toolgate.renew_outbox(text, text, text, uuid, interval),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
                           toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                           toolgate.erp_refresh_end(text, text, text)

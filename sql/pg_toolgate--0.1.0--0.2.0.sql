@@ -1924,6 +1924,29 @@ $$;
 COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
     'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
 
+-- Keep a claim: put the intent's next attempt `lease` ahead again, while the dispatcher that
+-- holds it is still delivering it (a slow ERP, the async protocol polled, 429s waited out), so no
+-- other dispatcher claims it meanwhile. True if `claim` is still the intent's current one and the
+-- intent is still open; false otherwise (the lease ran out and another dispatcher claimed it, or
+-- it was settled): the dispatcher then stops delivering it at once and sends nothing more for it.
+CREATE FUNCTION toolgate.renew_outbox(tenant text, tool text, key text, claim uuid,
+                                      lease interval DEFAULT '5 minutes')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF lease IS NULL OR lease < interval '1 second' THEN
+        RAISE EXCEPTION 'lease is at least a second' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE toolgate.outbox o SET next_attempt_at = pg_catalog.clock_timestamp() + lease
+     WHERE o.tenant_id = tenant AND o.tool = renew_outbox.tool AND o.idempotency_key = key
+       AND o.claim = renew_outbox.claim AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) IS
+    'The dispatcher''s: keep a claim while its intent is being delivered; false once the claim is lost.';
+
 -- The finish function's runner (Rust): settle_outbox's, with the intent's call context.
 CREATE FUNCTION toolgate.outbox_finish(intent jsonb, erp jsonb) RETURNS jsonb
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
@@ -2085,9 +2108,11 @@ COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, 
 
 GRANT USAGE ON SCHEMA toolgate TO toolgate_dispatcher;
 REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval),
+                      toolgate.renew_outbox(text, text, text, uuid, interval),
                       toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
                       toolgate.outbox_finish(jsonb, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
+                          toolgate.renew_outbox(text, text, text, uuid, interval),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)
 TO toolgate_dispatcher;
 

@@ -533,3 +533,193 @@ async fn an_intent_still_unknown_after_its_attempts_is_dead_lettered_for_a_perso
     assert_eq!(dispatch::run(&o).await.unwrap().claimed, 0);
     assert_eq!(s.erp("effects"), 0);
 }
+
+/// Two dispatchers polling side by side, `o` each, until every intent is final (bounded); the
+/// ERP's effects then.
+async fn two_dispatchers_until_final(s: &Setup, o: &dispatch::Options) -> Value {
+    let dispatchers = [tokio::spawn(dispatch::run_owned(o.clone())), tokio::spawn(dispatch::run_owned(o.clone()))];
+    let open = wait_final(&s.root, 300).await;
+    for d in dispatchers {
+        d.abort();
+    }
+    assert_eq!(open, 0, "every intent final");
+    s.erp.effects()
+}
+
+/// Issue 43's first finding: a claim used to lease a whole batch while only `--concurrency`
+/// intents were in flight, so the intents still waiting when the lease ended were claimed and
+/// sent by the other dispatcher too. Now an intent is claimed only when a slot is free to send
+/// it: with a queue far slower than the lease (8 writes of 300 ms one at a time, leases of 1 s),
+/// each key reaches the ERP once, none while another request with it is in flight, and each
+/// intent is claimed once.
+#[tokio::test]
+async fn a_queue_slower_than_the_lease_is_sent_by_one_dispatcher_per_key() {
+    let s = setup("dispatch_slow_queue").await;
+    const N: i64 = 8;
+    for i in 1..=N {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("slow-queue-{i}")).await), ("PENDING", "-"));
+    }
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(300)), N as u32, Matcher::parse("POST /purchases").unwrap());
+    let mut o = s.options();
+    (o.once, o.poll, o.batch, o.concurrency, o.lease, o.timeout) =
+        (false, Duration::from_millis(100), 32, 1, Duration::from_secs(1), Duration::from_millis(500));
+    let effects = two_dispatchers_until_final(&s, &o).await;
+    for (key, writes) in effects["writes_by_key"].as_object().unwrap() {
+        assert_eq!(writes, 1, "{key} sent once: {effects}");
+    }
+    assert_eq!((effects["writes_received"].as_i64(), effects["in_progress_refused"].as_i64()), (Some(N), Some(0)));
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED' AND attempts = 1").await,
+        N,
+        "each intent claimed once"
+    );
+    assert_eq!(s.dispatch_audit("SUCCEEDED").await, N);
+}
+
+/// A delivery longer than the lease (the ERP's protocol takes 2.5 s, leases of 1 s): the claim is
+/// renewed while it lasts, so the other dispatcher never takes the intent over (nothing is asked
+/// by key, nothing claimed twice).
+#[tokio::test]
+async fn a_delivery_longer_than_the_lease_keeps_its_claim() {
+    let s = setup("dispatch_long_delivery").await;
+    const N: i64 = 3;
+    for i in 1..=N {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("long-delivery-{i}")).await), ("PENDING", "-"));
+    }
+    s.erp.configure(&json!({"async_delay_ms": 2500})).unwrap();
+    let mut o = s.options();
+    (o.once, o.poll, o.concurrency, o.lease, o.timeout) =
+        (false, Duration::from_millis(100), 4, Duration::from_secs(1), Duration::from_millis(500));
+    let effects = two_dispatchers_until_final(&s, &o).await;
+    assert_eq!(
+        (effects["writes_received"].as_i64(), effects["state_queries"].as_i64()),
+        (Some(N), Some(0)),
+        "{effects}"
+    );
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED' AND attempts = 1").await,
+        N,
+        "each intent claimed once"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_shorter_than_two_timeouts_is_refused() {
+    let s = setup("dispatch_lease_short").await;
+    let o = dispatch::Options { lease: Duration::from_secs(3), timeout: Duration::from_secs(2), ..s.options() };
+    let refused = dispatch::run(&o).await.expect_err("refused");
+    assert!(refused.to_string().contains("at least twice the timeout"), "{refused}");
+}
+
+/// The endpoint's own window, one request a second: a second intent claimed with the first waits
+/// about a second in the dispatcher before it may go out.
+async fn one_request_a_second(s: &Setup) {
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE toolgate_admin; SELECT toolgate.add_erp_endpoint('fake_erp', '{}', 'refresh_token', 1); RESET ROLE",
+            s.erp.base_url()
+        ))
+        .await
+        .unwrap();
+}
+
+/// A claim that cannot be renewed (here the dispatcher may not run `renew_outbox`; in life, the
+/// database out of reach) sends nothing once too little of its lease is left: the intent waiting
+/// behind the endpoint's window is not sent after its lease (1 s) could have ended, and is tried
+/// again later, asked by key first.
+#[tokio::test]
+async fn a_claim_not_renewed_sends_nothing_once_its_lease_runs_short() {
+    let s = setup("dispatch_lease_runs_short").await;
+    for i in 1..=2 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("short-lease-{i}")).await), ("PENDING", "-"));
+    }
+    one_request_a_second(&s).await;
+    s.root
+        .batch_execute(
+            "REVOKE EXECUTE ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) FROM toolgate_dispatcher",
+        )
+        .await
+        .unwrap();
+    let o = dispatch::Options {
+        concurrency: 2,
+        lease: Duration::from_secs(1),
+        timeout: Duration::from_millis(500),
+        ..s.options()
+    };
+    let report = dispatch::run(&o).await.unwrap();
+    assert_eq!((report.count("SUCCEEDED"), report.count("PENDING")), (1, 1), "{report:?}");
+    assert_eq!(s.erp("writes_received"), 1, "the second was not sent: {}", s.erp.effects());
+    let short: i64 = count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE last_error = 'lease_short'").await;
+    assert_eq!(short, 1);
+
+    // Renewed again: it goes out, asked for by key first (it might have been sent).
+    s.root
+        .batch_execute(
+            "GRANT EXECUTE ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) TO toolgate_dispatcher;
+             UPDATE toolgate.outbox SET next_attempt_at = now()",
+        )
+        .await
+        .unwrap();
+    assert_eq!(dispatch::run(&o).await.unwrap().count("SUCCEEDED"), 1);
+    let effects = s.erp.effects();
+    assert_eq!((effects["writes_received"].as_i64(), effects["effects"].as_i64()), (Some(2), Some(2)), "{effects}");
+    for (key, writes) in effects["writes_by_key"].as_object().unwrap() {
+        assert_eq!(writes, 1, "{key} sent once: {effects}");
+    }
+}
+
+/// A claim lost while its intent waits (here taken from it as root; in life, its lease ran out and
+/// another dispatcher claimed it) is dropped at the next renewal: nothing is sent for it, nothing
+/// settled, and the dispatcher does not wait out the endpoint's window (a minute) for it.
+#[tokio::test]
+async fn a_claim_lost_while_waiting_is_dropped_at_once() {
+    let s = setup("dispatch_claim_lost").await;
+    for i in 1..=2 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("lost-claim-{i}")).await), ("PENDING", "-"));
+    }
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE toolgate_admin; \
+             SELECT toolgate.add_erp_endpoint('fake_erp', '{}', 'refresh_token', NULL, 1); RESET ROLE",
+            s.erp.base_url()
+        ))
+        .await
+        .unwrap();
+    let o = dispatch::Options {
+        concurrency: 2,
+        lease: Duration::from_secs(3),
+        timeout: Duration::from_secs(1),
+        ..s.options()
+    };
+    // The first write is refused at once (nothing more to ask the ERP for it).
+    s.erp.queue_fault(Fault::Failed("no_stock".into()), 1, Matcher::parse("POST /purchases").unwrap());
+    let run = tokio::spawn(dispatch::run_owned(o));
+    // Once the first is settled, the second waits for the endpoint's minute: take its claim away.
+    for _ in 0..250 {
+        if count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'REJECTED'").await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stolen = s
+        .root
+        .execute(
+            "UPDATE toolgate.outbox SET claim = gen_random_uuid() WHERE state = 'PENDING' AND claim IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stolen, 1);
+    let report = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("dropped at the next renewal, not after the endpoint's minute")
+        .unwrap()
+        .unwrap();
+    assert_eq!((report.count("REJECTED"), report.lost), (1, 1), "{report:?}");
+    assert_eq!(s.erp("writes_received"), 1, "nothing sent for the lost claim");
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch'").await,
+        1,
+        "only the first settled"
+    );
+}

@@ -450,3 +450,128 @@ async fn fault_on_the_reconciliation_query() {
     // The 503 answered before the query was handled: one state query answered, the second run's.
     assert_eq!(s.erp("state_queries"), 1);
 }
+
+#[tokio::test]
+async fn failure_said_in_a_200_body() {
+    let s = setup("faults_200_failed").await;
+    let intents = s.intents("failed-key", 2).await;
+    s.erp.queue_fault(Fault::Failed("card_declined".into()), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("REJECTED"), 2);
+    s.settle_row(
+        "200 {\"status\": \"FAILED\"} (a refusal in the body)",
+        &intents,
+        Final::Rejected,
+        Learned::Answer,
+        &s.options(),
+    )
+    .await;
+    assert_eq!(s.call("o1", "failed-key-1").await["result"]["error"]["text"], "card_declined");
+}
+
+#[tokio::test]
+async fn pending_without_a_protocol_is_asked_by_key() {
+    let s = setup("faults_pending_bare").await;
+    let intents = s.intents("bare-key", 2).await;
+    s.erp.queue_fault(Fault::PendingBare(None), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 2);
+    s.settle_row(
+        "200 {\"status\": \"PENDING\"} with no protocol",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &s.options(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn pending_without_a_protocol_then_refused() {
+    let s = setup("faults_pending_bare_refused").await;
+    let intents = s.intents("bare-refused", 2).await;
+    s.erp.queue_fault(Fault::PendingBare(Some("no_stock".into())), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("REJECTED"), 2);
+    s.settle_row(
+        "200 {\"status\": \"PENDING\"} with no protocol, refused later",
+        &intents,
+        Final::Rejected,
+        Learned::Reconciled,
+        &s.options(),
+    )
+    .await;
+    assert_eq!(s.call("o2", "bare-refused-2").await["result"]["error"]["text"], "no_stock");
+}
+
+/// An ERP that turns every request away at the door (`fault` on every write) for `max_attempts`
+/// attempts: REJECTED with its reason (`error`), not DEAD, and nothing was done there.
+async fn refused_at_every_attempt(name: &str, fault: Fault, error: &str, label: &str) {
+    let s = setup(name).await;
+    let intents = s.intents(name, 2).await;
+    s.erp.queue_fault(fault, 1000, Matcher::parse("POST /purchases").unwrap());
+    let opts = Options { max_attempts: 2, ..s.options() };
+    assert_eq!(s.dispatch_with(&opts).await.count("PENDING"), 2, "the first attempt: tried again later");
+    s.force_due().await;
+    assert_eq!(s.dispatch_with(&opts).await.count("REJECTED"), 2, "the last attempt: the ERP's refusal");
+    for intent in &intents {
+        assert_eq!(s.outbox(&intent.key).await, "REJECTED");
+        assert_eq!(s.last_error(&intent.key).await.as_deref(), Some(error));
+        let status = s.call(&intent.order, &intent.key).await;
+        assert_eq!(outcome(&status), ("REJECTED", "erp_rejected"), "{status}");
+        assert_eq!(status["result"]["error"]["text"], error, "{status}");
+    }
+    let effects = s.erp.effects();
+    assert_eq!((effects["effects"].as_i64(), effects["writes_received"].as_i64()), (Some(0), Some(0)), "{effects}");
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'DEAD'").await, 0);
+    let runs = s.runs.lock().unwrap().clone();
+    row(&format!(
+        "| {label} | 2 | 0 (0 writes handled) | 2 REJECTED ({error}) | {}: {} |",
+        runs.len(),
+        runs.join(" → ")
+    ));
+}
+
+#[tokio::test]
+async fn rate_limited_429_on_every_attempt_is_rejected() {
+    refused_at_every_attempt("faults_429_forever", Fault::RateLimited, "rate_limited", "429 on every try, 2 attempts")
+        .await;
+}
+
+#[tokio::test]
+async fn unauthorized_401_on_every_attempt_is_rejected() {
+    refused_at_every_attempt("faults_401_forever", Fault::ExpireTokens, "unauthorized", "401 on every try, 2 attempts")
+        .await;
+}
+
+/// An ERP that answers 409 for a key it is still processing (Stripe's way): not a refusal. The
+/// first attempt times out while the ERP takes 1.5 s; the second, sent while it is still at it,
+/// meets the 409 and leaves the intent UNCERTAIN; the next asks by key and settles it.
+#[tokio::test]
+async fn conflict_409_for_a_key_in_flight_is_not_a_refusal() {
+    let s = setup("faults_409_in_flight").await;
+    let intents = s.intents("inflight-key", 1).await;
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(1500)), 1, Matcher::parse("POST /purchases").unwrap());
+    let opts = Options { timeout: Duration::from_millis(500), ..s.options() };
+    assert_eq!(s.dispatch_with(&opts).await.count("PENDING"), 1, "timed out; the ERP has no such key yet");
+    s.force_due().await;
+    assert_eq!(s.dispatch_with(&opts).await.count("UNCERTAIN"), 1, "409 request_in_progress: not final");
+    assert_eq!(s.last_error("inflight-key-1").await.as_deref(), Some("in_progress"));
+    assert!(s.erp("in_progress_refused") >= 1, "{}", s.erp.effects());
+    s.erp_reaches("inflight-key-1", "DONE").await;
+    s.settle_row("409 for a key still in flight", &intents, Final::Succeeded, Learned::Reconciled, &opts).await;
+}
+
+#[tokio::test]
+async fn a_status_word_the_contract_does_not_know_is_not_success() {
+    let s = setup("faults_unknown_status").await;
+    let intents = s.intents("worded-key", 2).await;
+    s.erp.queue_fault(Fault::Worded("ON_HOLD".into()), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("UNCERTAIN"), 2);
+    assert_eq!(s.last_error("worded-key-1").await.as_deref(), Some("unknown_status"));
+    s.settle_row(
+        "200 {\"status\": \"ON_HOLD\"} (a word of its own)",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &s.options(),
+    )
+    .await;
+}

@@ -194,11 +194,12 @@ impl Drop for Killed {
 }
 
 impl Setup {
-    /// `toolgate dispatch` as a process of its own, polling (batch 8, 4 in flight, leases of 2 s),
+    /// `toolgate dispatch` as a process of its own, polling (batch 8, 4 in flight, leases of 2 s,
+    /// exchanges of 1 s at most),
     /// with `more` options.
     pub fn spawn_dispatcher(&self, more: &[&str]) -> Killed {
         let child = std::process::Command::new(toolgate())
-            .args(["dispatch", "--batch", "8", "--concurrency", "4", "--poll", "0.2", "--lease", "2", "--timeout", "5"])
+            .args(["dispatch", "--batch", "8", "--concurrency", "4", "--poll", "0.2", "--lease", "2", "--timeout", "1"])
             .arg("--database")
             .arg(self.options().database)
             .arg("--refresh-token-file")

@@ -67,7 +67,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::Mutex;
 use tokio_postgres::Client;
 use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
@@ -196,6 +196,8 @@ impl Default for Options {
 pub struct Report {
     pub claimed: usize,
     pub settled: HashMap<String, usize>,
+    /// Intents whose claim was lost before they were settled (another dispatcher holds them).
+    pub lost: usize,
 }
 
 impl Report {
@@ -355,6 +357,15 @@ struct Dispatcher {
 /// connects again after `poll` and goes on: what it had claimed and not settled is claimed again
 /// once its lease ends, and reconciled first).
 pub async fn run(opts: &Options) -> Result<Report> {
+    if opts.lease < opts.timeout * 2 {
+        return Err(format!(
+            "the lease ({:.1} s) is at least twice the timeout ({:.1} s): a request goes out only while the \
+             claim has a timeout's time left, and it is renewed every third of the lease",
+            opts.lease.as_secs_f64(),
+            opts.timeout.as_secs_f64()
+        )
+        .into());
+    }
     let mut report = Report::default();
     loop {
         match drain(opts, &mut report).await {
@@ -373,7 +384,37 @@ pub async fn run_owned(opts: Options) -> Result<Report> {
     run(&opts).await
 }
 
-/// One connection's run: `run` without the reconnection.
+/// A claim this process holds, and when its lease ends as this process counts it: from the
+/// moment before the claim (or its last renewal) was asked for, so never later than the
+/// database's.
+struct Held {
+    until: std::sync::Mutex<Instant>,
+}
+
+impl Held {
+    fn new(until: Instant) -> Held {
+        Held { until: std::sync::Mutex::new(until) }
+    }
+
+    fn extend(&self, until: Instant) {
+        let mut held = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        *held = (*held).max(until);
+    }
+
+    /// Whether a request that may take `timeout` ends before the lease does.
+    fn may_send(&self, timeout: Duration) -> bool {
+        Instant::now() + timeout <= *self.until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What one delivery ended with: the outcome settled, or `None` when the claim was lost to
+/// another dispatcher (nothing settled by this one).
+type Delivered = Result<Option<String>>;
+
+/// One connection's run: `run` without the reconnection. Deliveries stream: an intent is claimed
+/// only when a slot of `concurrency` is free for it, so every intent this process holds is being
+/// delivered, never waiting behind another (a claim's lease covers one delivery, renewed while it
+/// lasts); a slot freed is filled at once, without waiting for the others.
 async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let db = db::connect_to(&opts.database).await?;
     let credentials = Mutex::new(db::connect_to(&opts.database).await?);
@@ -385,100 +426,168 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
         tokens: Mutex::new(HashMap::new()),
         sent: Mutex::new(HashMap::new()),
     });
-    // Drained once: the run stops when a batch brings no intent it has not claimed before (one
-    // due again at once, after a retry delay of zero or a finish that keeps failing, is tried at
-    // most once more).
+    let slots = opts.concurrency.max(1);
+    let mut tasks: tokio::task::JoinSet<Delivered> = tokio::task::JoinSet::new();
+    // Drained once: claiming stops at the first claim that brings no intent it has not claimed
+    // before (one due again at once, after a retry delay of zero or a finish that keeps failing,
+    // is tried at most once more).
     let mut seen = std::collections::HashSet::new();
+    let mut claiming = true;
     loop {
-        let n = dispatcher.clone().batch(report, &mut seen).await?;
-        if n == 0 {
-            if opts.once {
+        let free = slots - tasks.len();
+        if claiming && free > 0 {
+            let intents = dispatcher.claim(free.min(opts.batch.max(1) as usize) as i32).await?;
+            report.claimed += intents.len();
+            let mut fresh = 0;
+            for (intent, held) in intents {
+                if seen.insert(format!("{}\u{1f}{}\u{1f}{}", intent.tenant, intent.tool, intent.key)) {
+                    fresh += 1;
+                }
+                tasks.spawn(dispatcher.clone().deliver_and_settle(intent, held));
+            }
+            if opts.once && fresh == 0 {
+                claiming = false;
+            }
+        }
+        if tasks.is_empty() {
+            if opts.once && !claiming {
                 return Ok(());
             }
             tokio::time::sleep(opts.poll).await;
+            continue;
+        }
+        // A delivery ends, or, with a slot free, the next poll comes.
+        let done = if tasks.len() < slots && claiming {
+            tokio::select! {
+                done = tasks.join_next() => done,
+                _ = tokio::time::sleep(opts.poll) => None,
+            }
+        } else {
+            tasks.join_next().await
+        };
+        match done {
+            None => {}
+            Some(Ok(Ok(Some(outcome)))) => *report.settled.entry(outcome).or_default() += 1,
+            Some(Ok(Ok(None))) => report.lost += 1,
+            Some(Ok(Err(e))) => return Err(e),
+            Some(Err(e)) => return Err(e.to_string().into()),
         }
     }
 }
 
 impl Dispatcher {
-    /// Claim one batch and settle every intent of it; the number claimed not `seen` before (a
-    /// run that drains once stops when a batch brings nothing new).
-    async fn batch(
-        self: Arc<Self>,
-        report: &mut Report,
-        seen: &mut std::collections::HashSet<String>,
-    ) -> Result<usize> {
+    /// Claim up to `n` due intents, each with its lease as this process counts it.
+    async fn claim(&self, n: i32) -> Result<Vec<(Intent, Held)>> {
+        let asked = Instant::now();
         let rows = self
             .db
             .query(
                 "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
                  attempts, sent_before, state, endpoint, claim::text \
                  FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
-                &[&self.opts.batch, &self.opts.lease.as_secs_f64()],
+                &[&n, &self.opts.lease.as_secs_f64()],
             )
             .await?;
-        let intents: Vec<Intent> = rows
+        Ok(rows
             .iter()
-            .map(|r| Intent {
-                tenant: r.get(0),
-                tool: r.get(1),
-                key: r.get(2),
-                base_url: r.get(3),
-                auth_kind: r.get(4),
-                per_second: r.get(5),
-                per_minute: r.get(6),
-                request: r.get(7),
-                attempts: r.get(8),
-                sent_before: r.get(9),
-                state: r.get(10),
-                endpoint: r.get(11),
-                claim: r.get(12),
-            })
-            .collect();
-        report.claimed += intents.len();
-        let mut claimed = 0;
-        for intent in &intents {
-            if seen.insert(format!("{}\u{1f}{}\u{1f}{}", intent.tenant, intent.tool, intent.key)) || !self.opts.once {
-                claimed += 1;
-            }
-        }
-        let gate = Arc::new(Semaphore::new(self.opts.concurrency.max(1)));
-        let mut tasks = tokio::task::JoinSet::new();
-        for intent in intents {
-            let (me, gate) = (self.clone(), gate.clone());
-            tasks.spawn(async move {
-                let _permit = gate.acquire_owned().await;
-                // The ERP has it: nothing is sent, the settlement runs the finish function again.
-                let settlement = if intent.state == "PARTIAL" {
-                    settled("SUCCEEDED", Value::Null)
-                } else {
-                    me.deliver(&intent).await
+            .map(|r| {
+                let intent = Intent {
+                    tenant: r.get(0),
+                    tool: r.get(1),
+                    key: r.get(2),
+                    base_url: r.get(3),
+                    auth_kind: r.get(4),
+                    per_second: r.get(5),
+                    per_minute: r.get(6),
+                    request: r.get(7),
+                    attempts: r.get(8),
+                    sent_before: r.get(9),
+                    state: r.get(10),
+                    endpoint: r.get(11),
+                    claim: r.get(12),
                 };
-                me.settle(&intent, settlement).await
-            });
-        }
-        let mut first_error = None;
-        while let Some(done) = tasks.join_next().await {
-            match done {
-                Ok(Ok(outcome)) => *report.settled.entry(outcome).or_default() += 1,
-                Ok(Err(e)) => first_error = first_error.or(Some(e)),
-                Err(e) => first_error = first_error.or(Some(e.to_string().into())),
+                (intent, Held::new(asked + self.opts.lease))
+            })
+            .collect())
+    }
+
+    /// Deliver one claimed intent and settle it, the claim renewed meanwhile.
+    async fn deliver_and_settle(self: Arc<Self>, intent: Intent, held: Held) -> Delivered {
+        // PARTIAL: the ERP has it; nothing is sent, the settlement runs the finish function again.
+        let settlement = if intent.state == "PARTIAL" {
+            settled("SUCCEEDED", Value::Null)
+        } else {
+            match self.keep(&intent, &held, self.deliver(&intent, &held)).await {
+                Some(s) => s,
+                None => return Ok(None),
             }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(claimed),
+        };
+        self.settle(&intent, settlement).await
+    }
+
+    /// Run `delivery`, renewing the claim every third of the lease (`toolgate.renew_outbox`);
+    /// `None` as soon as a renewal finds the claim lost (its lease ran out and another dispatcher
+    /// claimed the intent): the delivery is dropped there, and nothing more is sent for it. A
+    /// renewal that fails (the database unreachable) leaves the lease as it was: no request goes
+    /// out once too little of it is left (`Held::may_send`).
+    async fn keep(
+        &self,
+        intent: &Intent,
+        held: &Held,
+        delivery: impl std::future::Future<Output = Settlement>,
+    ) -> Option<Settlement> {
+        tokio::pin!(delivery);
+        let every = self.opts.lease / 3;
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                settlement = &mut delivery => return Some(settlement),
+                _ = tick.tick() => {
+                    let asked = Instant::now();
+                    let renewed = self
+                        .db
+                        .query_one(
+                            "SELECT toolgate.renew_outbox($1, $2, $3, $4::text::uuid, \
+                             pg_catalog.make_interval(secs => $5))",
+                            &[&intent.tenant, &intent.tool, &intent.key, &intent.claim, &self.opts.lease.as_secs_f64()],
+                        )
+                        .await;
+                    match renewed {
+                        Ok(row) if row.get::<_, bool>(0) => held.extend(asked + self.opts.lease),
+                        Ok(_) => {
+                            eprintln!(
+                                "toolgate dispatch: intent {} of tool {} (tenant {}): the claim was lost (its lease \
+                                 ran out and another dispatcher holds it): stopped, nothing more sent",
+                                intent.key, intent.tool, intent.tenant
+                            );
+                            return None;
+                        }
+                        Err(e) => eprintln!(
+                            "toolgate dispatch: intent {} of tool {}: the claim was not renewed: {}; nothing more \
+                             is sent for it once its lease runs short",
+                            intent.key,
+                            intent.tool,
+                            e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string())
+                        ),
+                    }
+                }
+            }
         }
     }
 
     /// Settle `intent`; the outcome it was settled with (PARTIAL when the ERP did it and the
-    /// tool's finish function did not).
-    async fn settle(&self, intent: &Intent, s: Settlement) -> Result<String> {
+    /// tool's finish function did not), or `None` when the claim is no longer this process's
+    /// (said on standard error with the server's words; the intent is another dispatcher's).
+    async fn settle(&self, intent: &Intent, s: Settlement) -> Delivered {
+        let last = intent.attempts >= self.opts.max_attempts;
         let outcome = match s.outcome {
-            "PENDING" | "UNCERTAIN" if intent.attempts >= self.opts.max_attempts => "DEAD",
+            // The ERP said no every time (401, 429) and no attempt may have reached it: its refusal.
+            "PENDING" if last && !intent.sent_before && refused_at_the_door(&s.reply) => "REJECTED",
+            "PENDING" | "UNCERTAIN" if last => "DEAD",
             other => other,
         };
-        let row = self
+        let settled = self
             .db
             .query_one(
                 "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))->>'outcome'",
@@ -492,24 +601,38 @@ impl Dispatcher {
                     &self.opts.retry_delay.as_secs_f64(),
                 ],
             )
-            .await
-            .map_err(|e| {
-                format!(
+            .await;
+        let row = match settled {
+            Ok(row) => row,
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) => {
+                eprintln!(
+                    "toolgate dispatch: intent {} of tool {} (tenant {}) not settled {outcome}: {}",
+                    intent.key,
+                    intent.tool,
+                    intent.tenant,
+                    e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string())
+                );
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(format!(
                     "cannot settle intent {} of tool {} (tenant {}) {outcome}: {}",
                     intent.key,
                     intent.tool,
                     intent.tenant,
                     e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string())
                 )
-            })?;
+                .into())
+            }
+        };
         let stored: Option<String> = row.get(0);
-        Ok(if stored.as_deref() == Some("PARTIAL") { "PARTIAL" } else { outcome }.to_string())
+        Ok(Some(if stored.as_deref() == Some("PARTIAL") { "PARTIAL" } else { outcome }.to_string()))
     }
 
     /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.
     /// Nothing goes to an origin this dispatcher was not told it may reach, nor to a private
     /// address unless it was told it may.
-    async fn deliver(&self, intent: &Intent) -> Settlement {
+    async fn deliver(&self, intent: &Intent, held: &Held) -> Settlement {
         if origin(&intent.base_url).is_none_or(|o| !self.opts.allowed_origins.contains(&o)) {
             eprintln!(
                 "toolgate dispatch: endpoint {} points at {}, an origin this dispatcher may not reach \
@@ -531,7 +654,7 @@ impl Dispatcher {
             );
             return settled("PENDING", json!({"error": "address_not_allowed"}));
         }
-        let erp = Erp { d: self, intent, link };
+        let erp = Erp { d: self, intent, link, held };
         // NOT_FOUND: never applied, so it is sent (with the same key).
         if intent.sent_before {
             if let Some(done) = erp.reconcile().await {
@@ -725,7 +848,11 @@ struct Erp<'a> {
     d: &'a Dispatcher,
     intent: &'a Intent,
     link: Link,
+    held: &'a Held,
 }
+
+/// Why a write was not sent: too little of the claim's lease was left for it.
+const LEASE_SHORT: &str = "lease_short";
 
 /// 429s waited out per exchange before the intent is left for later.
 const RATE_LIMITED_TRIES: u32 = 5;
@@ -766,6 +893,11 @@ impl Erp<'_> {
                 headers.push(("Content-Type", "application/json"));
             }
             self.d.pace(self.intent).await;
+            // A write goes out only if it ends (answered or timed out) while the claim is still
+            // this process's: no other dispatcher can hold the intent meanwhile.
+            if key.is_some() && !self.held.may_send(self.d.opts.timeout) {
+                return Err(CallError::Broken(LEASE_SHORT.into()));
+            }
             let reply = self.d.http(&self.link, method, path, &headers, bytes.as_deref()).await?;
             match reply.status {
                 401 if !refreshed && self.intent.auth_kind != "none" => {
@@ -777,7 +909,7 @@ impl Erp<'_> {
                 429 if limited < RATE_LIMITED_TRIES => {
                     limited += 1;
                     let secs = reply.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(1);
-                    tokio::time::sleep(Duration::from_secs(secs.clamp(1, 120))).await;
+                    tokio::time::sleep(Duration::from_secs(secs.min(120))).await;
                 }
                 _ => return Ok(reply),
             }
@@ -809,31 +941,46 @@ impl Erp<'_> {
             Err(CallError::Broken(e)) if e.starts_with("no access token") => {
                 settled("PENDING", json!({"error": "unauthorized", "detail": e}))
             }
+            // Not sent: too little of the lease was left (the claim could not be renewed).
+            Err(CallError::Broken(e)) if e == LEASE_SHORT => settled("PENDING", json!({"error": LEASE_SHORT})),
             // Sent, and no answer: it may have been applied. Ask, never send again.
             Err(_) => self.reconcile().await.unwrap_or_else(|| settled("PENDING", json!({"error": "not_applied"}))),
             Ok(reply) => self.answered(reply).await,
         }
     }
 
+    /// What the ERP's answer to the write says (the contract in docs/binding.md).
     async fn answered(&self, reply: Reply) -> Settlement {
         let body = reply.json();
         match reply.status {
-            200..=299 => match (body["status"].as_str(), body["protocol"].as_str()) {
-                (Some("PENDING"), Some(protocol)) => self.follow(protocol).await,
-                (Some("REJECTED"), _) => settled("REJECTED", body),
-                _ => settled("SUCCEEDED", body),
+            200..=299 => match read_status(&body, true) {
+                Status::Done => settled("SUCCEEDED", body),
+                Status::Refused => settled("REJECTED", refusal(&body, reply.status)),
+                // Not done yet: its protocol polled, else the ERP asked for the key's state.
+                Status::Pending => match body["protocol"].as_str() {
+                    Some(protocol) => self.follow(protocol).await,
+                    None => self
+                        .reconcile()
+                        .await
+                        .unwrap_or_else(|| settled("UNCERTAIN", json!({"error": "still_pending"}))),
+                },
+                Status::Unknown => settled("UNCERTAIN", json!({"error": "unknown_status", "status": reply.status})),
             },
             401 | 429 => {
                 settled("PENDING", json!({"error": if reply.status == 401 { "unauthorized" } else { "rate_limited" }}))
             }
+            // The key is being processed (another request with it is in flight): not final, the
+            // next attempt asks the ERP for the key's state.
+            409 | 425 => settled("UNCERTAIN", json!({"error": "in_progress", "status": reply.status})),
             408 | 500..=599 => {
+                if reply.status == 503 {
+                    // Unavailable for a while: the state query waits what it asked (capped).
+                    let secs = reply.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_secs(secs.min(RETRY_AFTER_CAP_SECS))).await;
+                }
                 self.reconcile().await.unwrap_or_else(|| settled("PENDING", json!({"error": "not_applied"})))
             }
-            _ => {
-                let error =
-                    body["error"].as_str().map(str::to_string).unwrap_or_else(|| format!("http_{}", reply.status));
-                settled("REJECTED", json!({"error": error, "status": reply.status}))
-            }
+            _ => settled("REJECTED", refusal(&body, reply.status)),
         }
     }
 
@@ -865,9 +1012,11 @@ impl Erp<'_> {
             _ => return Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
         };
         let body = reply.json();
-        match body["status"].as_str() {
-            Some("NOT_FOUND") => None,
-            Some("PENDING") => match body["protocol"].as_str() {
+        if body["status"].as_str().is_some_and(|w| w.eq_ignore_ascii_case("NOT_FOUND")) {
+            return None;
+        }
+        match read_status(&body, false) {
+            Status::Pending => match body["protocol"].as_str() {
                 Some(protocol) => Some(self.follow(protocol).await),
                 None => Some(settled("UNCERTAIN", json!({"error": "still_pending"}))),
             },
@@ -882,11 +1031,67 @@ fn final_state(reply: &Reply) -> Option<Settlement> {
         return None;
     }
     let body = reply.json();
-    match body["status"].as_str() {
-        Some("DONE") => Some(settled("SUCCEEDED", body)),
-        Some("REJECTED") => Some(settled("REJECTED", json!({"error": body["error"].clone(), "status": "REJECTED"}))),
-        _ => None,
+    match read_status(&body, false) {
+        Status::Done => Some(settled("SUCCEEDED", body)),
+        Status::Refused => Some(settled("REJECTED", refusal(&body, 200))),
+        Status::Pending | Status::Unknown => None,
     }
+}
+
+/// What an ERP's answer says of the request, by its `status` (docs/binding.md's contract).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Done,
+    Pending,
+    Refused,
+    /// A word the contract does not know: not taken for success.
+    Unknown,
+}
+
+/// The `status` words, compared without regard to case.
+const DONE_WORDS: &[&str] = &["DONE", "SUCCEEDED", "SUCCESS", "COMPLETED", "APPLIED", "OK"];
+const PENDING_WORDS: &[&str] = &["PENDING", "PROCESSING", "IN_PROGRESS", "ACCEPTED", "QUEUED"];
+const REFUSED_WORDS: &[&str] =
+    &["REJECTED", "FAILED", "FAILURE", "ERROR", "DECLINED", "DENIED", "CANCELLED", "CANCELED"];
+
+/// How long a `Retry-After` is waited at most, in seconds.
+const RETRY_AFTER_CAP_SECS: u64 = 30;
+
+/// Read `body`'s `status`: a word of one of the lists above; none at all (or a body that is not
+/// an object) is done only for the answer to the write itself (`absent_is_done`: a 2xx that says
+/// nothing more), never for a state query, which must say.
+fn read_status(body: &Value, absent_is_done: bool) -> Status {
+    let word = match body.get("status") {
+        None | Some(Value::Null) if absent_is_done => return Status::Done,
+        Some(Value::String(word)) => word.trim().to_ascii_uppercase(),
+        _ => return Status::Unknown,
+    };
+    if DONE_WORDS.contains(&word.as_str()) {
+        Status::Done
+    } else if PENDING_WORDS.contains(&word.as_str()) {
+        Status::Pending
+    } else if REFUSED_WORDS.contains(&word.as_str()) {
+        Status::Refused
+    } else {
+        Status::Unknown
+    }
+}
+
+/// A refusal's reply for the ledger: the ERP's `error` word (else its status word, else
+/// `http_STATUS`) and the HTTP status; never the rest of the body.
+fn refusal(body: &Value, status: u16) -> Value {
+    let error = body["error"]
+        .as_str()
+        .or_else(|| body["status"].as_str().filter(|_| (200..300).contains(&status)))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("http_{status}"));
+    json!({"error": error, "status": status})
+}
+
+/// Whether an attempt's reply says the ERP turned the request away before handling it (401 or
+/// 429 that did not clear, or no access token to be had).
+fn refused_at_the_door(reply: &Value) -> bool {
+    matches!(reply["error"].as_str(), Some("unauthorized" | "rate_limited"))
 }
 
 #[cfg(test)]
@@ -913,6 +1118,41 @@ mod tests {
             claim: String::new(),
         };
         assert_eq!(intent.erp_key(), "t1:order_part:k%201");
+    }
+
+    #[test]
+    fn answers_are_read_by_their_status_word() {
+        for (body, write, status) in [
+            (json!({"id": 7}), true, Status::Done),
+            (json!("created"), true, Status::Done),
+            (json!({"status": "done"}), true, Status::Done),
+            (json!({"status": "Succeeded"}), false, Status::Done),
+            (json!({"status": "PENDING", "protocol": "P"}), true, Status::Pending),
+            (json!({"status": "accepted"}), true, Status::Pending),
+            (json!({"status": "FAILED", "error": "card_declined"}), true, Status::Refused),
+            (json!({"status": "declined"}), false, Status::Refused),
+            (json!({"status": "ON_HOLD"}), true, Status::Unknown),
+            (json!({"status": 3}), true, Status::Unknown),
+            (json!({"id": 7}), false, Status::Unknown),
+        ] {
+            assert_eq!(read_status(&body, write), status, "{body} (the write's answer: {write})");
+        }
+        assert_eq!(refusal(&json!({"status": "FAILED", "error": "card_declined"}), 200)["error"], "card_declined");
+        assert_eq!(refusal(&json!({"status": "DECLINED"}), 200)["error"], "DECLINED");
+        assert_eq!(refusal(&json!({"detail": "x"}), 422), json!({"error": "http_422", "status": 422}));
+        assert!(refused_at_the_door(&json!({"error": "rate_limited"})));
+        assert!(!refused_at_the_door(&json!({"error": "no_connection"})));
+    }
+
+    #[test]
+    fn a_request_goes_out_only_with_a_timeouts_time_of_lease_left() {
+        let held = Held::new(Instant::now() + Duration::from_secs(2));
+        assert!(held.may_send(Duration::from_secs(1)));
+        assert!(!held.may_send(Duration::from_secs(3)));
+        held.extend(Instant::now() + Duration::from_secs(5));
+        assert!(held.may_send(Duration::from_secs(3)));
+        held.extend(Instant::now());
+        assert!(held.may_send(Duration::from_secs(3)), "a renewal never shortens the lease");
     }
 
     #[test]

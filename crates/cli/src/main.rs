@@ -133,10 +133,11 @@ enum Command {
         once: bool,
         #[arg(long, default_value_t = 2.0)]
         poll: f64,
-        /// Intents claimed at a time.
+        /// Intents claimed at a time at most (never more than there are free slots of
+        /// --concurrency: an intent is claimed only when it can be sent at once).
         #[arg(long, default_value_t = 32)]
         batch: i32,
-        /// Intents in flight at once.
+        /// Intents in flight at once; a slot freed is filled at once.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
         /// NAME=FILE: the file holding endpoint NAME's refresh token (auth_kind bearer or
@@ -174,8 +175,9 @@ enum Command {
         #[arg(long, default_value_t = 30.0)]
         retry_delay: f64,
         /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
-        /// be claimed again (and reconciled first) after that, by any dispatcher. Longer than an
-        /// intent's delivery can take (--timeout, 429 waits, --settle-within).
+        /// be claimed again (and reconciled first) after that, by any dispatcher. Renewed every
+        /// third of it while the intent is being delivered; a request goes out only while a
+        /// --timeout's time of it is left, so it is at least twice --timeout.
         #[arg(long, default_value_t = 300.0)]
         lease: f64,
     },
@@ -403,7 +405,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             settled.sort();
             println!(
                 "{}",
-                serde_json::json!({"claimed": report.claimed, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
+                serde_json::json!({"claimed": report.claimed, "lost": report.lost, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
             );
         }
         Command::Mcp { http } => toolgate_mcp::run(http.as_deref())?,

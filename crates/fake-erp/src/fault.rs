@@ -21,12 +21,27 @@ pub enum Fault {
     InternalError,
     /// `503`: `503 {"error": "unavailable"}` with `Retry-After: 1`, nothing applied.
     Unavailable,
+    /// `429`: `429 {"error": "rate_limited"}` with `Retry-After: 0`, nothing handled (queued
+    /// for every request, a rate limit that never clears).
+    RateLimited,
     /// `refuse:CODE`: a business refusal, `422 {"error": CODE}`. On a write the refusal is the
     /// key's final result: a replay of the key answers it again, the state query says `REJECTED`.
     Refuse(String),
     /// `reject-later:CODE`: a write is accepted (`200 PENDING`) and its protocol ends `REJECTED`
     /// with CODE instead of `DONE`; nothing is applied. Other requests are handled as usual.
     RejectLater(String),
+    /// `failed:CODE`: a write is refused but answered `200 {"status": "FAILED", "error": CODE}`
+    /// (an ERP that says its refusals in the body); nothing is applied, and the refusal is the
+    /// key's final result, as with `refuse:CODE`. Other requests: `refuse:CODE`'s 422.
+    Failed(String),
+    /// `pending-bare` or `pending-bare:CODE`: a write is accepted and answered
+    /// `200 {"status": "PENDING"}`, without the protocol to poll (the state query by key still
+    /// answers); it becomes `DONE`, or `REJECTED` with CODE. Other requests are handled as usual.
+    PendingBare(Option<String>),
+    /// `status:WORD`: a write is accepted (it becomes `DONE`) and answered `200 {"status": WORD}`,
+    /// a word of the ERP's own (the state query by key answers as usual). Other requests are
+    /// handled as usual.
+    Worded(String),
     /// `expire-tokens`: every access token issued so far expires now (revoked, or the ERP's
     /// clock ran ahead). On `/oauth/token` after the refresh is handled: the refresh token rotates
     /// and the access token answered is already expired. On any other request before it is
@@ -60,15 +75,20 @@ impl Fault {
             ("drop-before", None) => Ok(Fault::DropBefore),
             ("500", None) => Ok(Fault::InternalError),
             ("503", None) => Ok(Fault::Unavailable),
+            ("429", None) => Ok(Fault::RateLimited),
             ("expire-tokens", None) => Ok(Fault::ExpireTokens),
             ("huge", Some(bytes)) => {
                 bytes.parse::<usize>().map(Fault::Huge).map_err(|_| format!("huge:{bytes}: not a number of bytes"))
             }
             ("refuse", arg) => code(arg).map(Fault::Refuse),
+            ("failed", arg) => code(arg).map(Fault::Failed),
+            ("pending-bare", None) => Ok(Fault::PendingBare(None)),
+            ("status", arg) => code(arg).map(Fault::Worded),
+            ("pending-bare", arg) => code(arg).map(|c| Fault::PendingBare(Some(c))),
             ("reject-later", arg) => code(arg).map(Fault::RejectLater),
             _ => Err(format!(
-                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, refuse:CODE, reject-later:CODE, \
-                 expire-tokens or huge:BYTES"
+                "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, 429, refuse:CODE, reject-later:CODE, \
+                 failed:CODE, pending-bare[:CODE], status:WORD, expire-tokens or huge:BYTES"
             )),
         }
     }
@@ -82,8 +102,13 @@ impl fmt::Display for Fault {
             Fault::DropBefore => f.write_str("drop-before"),
             Fault::InternalError => f.write_str("500"),
             Fault::Unavailable => f.write_str("503"),
+            Fault::RateLimited => f.write_str("429"),
             Fault::Refuse(code) => write!(f, "refuse:{code}"),
             Fault::RejectLater(code) => write!(f, "reject-later:{code}"),
+            Fault::Failed(code) => write!(f, "failed:{code}"),
+            Fault::PendingBare(None) => f.write_str("pending-bare"),
+            Fault::Worded(word) => write!(f, "status:{word}"),
+            Fault::PendingBare(Some(code)) => write!(f, "pending-bare:{code}"),
             Fault::ExpireTokens => f.write_str("expire-tokens"),
             Fault::Huge(bytes) => write!(f, "huge:{bytes}"),
         }

@@ -57,6 +57,8 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
             Err(e) => return answer(400, json!({"error": "bad_fault", "detail": e})),
         },
     };
+    let write = method == Method::POST.as_str() && path == "/purchases";
+    let key = req.headers().get("idempotency-key").and_then(|v| v.to_str().ok()).map(|k| k.trim().to_string());
     let fault = {
         let mut state = erp.lock();
         let now = Instant::now();
@@ -76,6 +78,11 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
                 return invalid_token();
             }
         }
+        if let Some(key) = key.as_deref().filter(|k| write && !k.is_empty()) {
+            if !state.begin_write(key) {
+                return answer(409, json!({"error": "request_in_progress", "idempotency_key": key}));
+            }
+        }
         let fault = header.or_else(|| state.take_fault(&method, &path));
         if fault.is_some() {
             state.fault_fired();
@@ -83,17 +90,26 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
         if fault == Some(Fault::ExpireTokens) && path != "/oauth/token" {
             state.expire_access_tokens();
             state.refused_token();
+            if let Some(key) = key.as_deref().filter(|_| write) {
+                state.end_write(key);
+            }
             return invalid_token();
         }
         fault
     };
-    let write = method == Method::POST.as_str() && path == "/purchases";
+    // Until the write is answered (or, when its client has gone, done): the key is in flight.
+    let in_flight = key.filter(|k| write && !k.is_empty()).map(|key| InFlight { erp: erp.clone(), key });
     match fault {
         None => next.run(req).await,
         Some(Fault::InternalError) => answer(500, json!({"error": "internal_error"})),
         Some(Fault::Unavailable) => {
             let mut response = answer(503, json!({"error": "unavailable"}));
             response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(1));
+            response
+        }
+        Some(Fault::RateLimited) => {
+            let mut response = answer(429, json!({"error": "rate_limited"}));
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(0));
             response
         }
         Some(Fault::DropBefore) => {
@@ -120,18 +136,25 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
             let req = Request::from_parts(parts, Body::from(body));
             // A task of its own, so the request is handled even when the client has gone away.
             let handled = tokio::spawn(async move {
+                let _in_flight = in_flight;
                 tokio::time::sleep(wait).await;
                 next.run(req).await
             });
             handled.await.unwrap_or_else(|_| answer(500, json!({"error": "internal_error"})))
         }
-        Some(fault @ (Fault::Refuse(_) | Fault::RejectLater(_))) if write => {
+        Some(
+            fault @ (Fault::Refuse(_)
+            | Fault::RejectLater(_)
+            | Fault::Failed(_)
+            | Fault::PendingBare(_)
+            | Fault::Worded(_)),
+        ) if write => {
             let mut req = req;
             req.extensions_mut().insert(fault);
             next.run(req).await
         }
-        Some(Fault::Refuse(code)) => answer(422, json!({"error": code})),
-        Some(Fault::RejectLater(_)) => next.run(req).await,
+        Some(Fault::Refuse(code) | Fault::Failed(code)) => answer(422, json!({"error": code})),
+        Some(Fault::RejectLater(_) | Fault::PendingBare(_) | Fault::Worded(_)) => next.run(req).await,
         Some(Fault::Huge(bytes)) => {
             let (mut parts, body) = next.run(req).await.into_parts();
             let body = axum::body::to_bytes(body, MAX_BODY).await.unwrap_or_default();
@@ -142,6 +165,18 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
             parts.headers.remove(axum::http::header::CONTENT_LENGTH);
             Response::from_parts(parts, Body::from(value.to_string()))
         }
+    }
+}
+
+/// A write's key while the write is being handled: no longer in flight once this is dropped.
+struct InFlight {
+    erp: Arc<Shared>,
+    key: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.erp.lock().end_write(&self.key);
     }
 }
 

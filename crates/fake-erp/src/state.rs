@@ -3,7 +3,7 @@
 //! rules read without a clock; the HTTP layer holds the lock and passes `Instant::now()`.
 
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::fault::{Fault, Matcher};
@@ -155,6 +155,11 @@ pub struct State {
     keys: HashMap<String, KeyEntry>,
     protocols: HashMap<String, usize>,
     faults: VecDeque<Queued>,
+    /// The keys of the writes being handled now (a write that waits, `late:MS`, is in flight for
+    /// that long): another write with one of them is answered `409 request_in_progress`.
+    in_flight: HashSet<String>,
+    /// How many writes arrived with each key (a refused one, `409 request_in_progress`, aside).
+    writes_by_key: BTreeMap<String, u64>,
     counts: Counts,
 }
 
@@ -165,6 +170,7 @@ struct Counts {
     unauthorized: u64,
     rate_limited: u64,
     writes_received: u64,
+    in_progress_refused: u64,
     state_queries: u64,
     faults_fired: u64,
 }
@@ -180,6 +186,8 @@ impl State {
             keys: HashMap::new(),
             protocols: HashMap::new(),
             faults: VecDeque::new(),
+            in_flight: HashSet::new(),
+            writes_by_key: BTreeMap::new(),
             counts: Counts::default(),
         }
     }
@@ -313,6 +321,22 @@ impl State {
 
     // --- writes ---
 
+    /// A write with `key` arrives: `true` if no other write with it is being handled (it is now,
+    /// until `end_write`); `false` (counted) if one is, as an ERP that refuses concurrent uses of
+    /// a key answers (`409 request_in_progress`, Stripe's way).
+    pub fn begin_write(&mut self, key: &str) -> bool {
+        if self.in_flight.insert(key.to_string()) {
+            return true;
+        }
+        self.counts.in_progress_refused += 1;
+        false
+    }
+
+    /// The write with `key` is answered (or its client has gone and it is done).
+    pub fn end_write(&mut self, key: &str) {
+        self.in_flight.remove(key);
+    }
+
     /// `POST /purchases`. `protocol` and `purchase_id` name a new purchase (called only when one
     /// is made). The same key with the same body gets the first answer again and changes nothing;
     /// with another body, 409.
@@ -325,6 +349,9 @@ impl State {
         now: Instant,
     ) -> Reply {
         self.counts.writes_received += 1;
+        if let Some(key) = key {
+            *self.writes_by_key.entry(key.to_string()).or_default() += 1;
+        }
         if let Some(key) = key {
             if let Some(entry) = self.keys.get(key) {
                 if entry.body != body {
@@ -341,10 +368,13 @@ impl State {
         };
         let (outcome, answer) = match fault {
             Some(Fault::Refuse(code)) => (Outcome::Refused(code.clone()), reply(422, json!({"error": code}))),
+            Some(Fault::Failed(code)) => {
+                (Outcome::Refused(code.clone()), reply(200, json!({"status": "FAILED", "error": code})))
+            }
             _ => {
                 let (protocol, id) = names();
                 let rejected_with = match fault {
-                    Some(Fault::RejectLater(code)) => Some(code.clone()),
+                    Some(Fault::RejectLater(code) | Fault::PendingBare(Some(code))) => Some(code.clone()),
                     _ => None,
                 };
                 let ready_at = now + self.settings.async_delay;
@@ -358,10 +388,12 @@ impl State {
                 };
                 self.purchases.push(purchase);
                 self.protocols.insert(protocol.clone(), self.purchases.len() - 1);
-                (
-                    Outcome::Accepted(self.purchases.len() - 1),
-                    reply(200, json!({"protocol": protocol, "status": "PENDING"})),
-                )
+                let answer = match fault {
+                    Some(Fault::PendingBare(_)) => json!({"status": "PENDING"}),
+                    Some(Fault::Worded(word)) => json!({"status": word}),
+                    _ => json!({"protocol": protocol, "status": "PENDING"}),
+                };
+                (Outcome::Accepted(self.purchases.len() - 1), reply(200, answer))
             }
         };
         if let Some(key) = key {
@@ -465,6 +497,8 @@ impl State {
             "by_key": by_key,
             "by_order": by_order,
             "writes_received": c.writes_received,
+            "writes_by_key": self.writes_by_key,
+            "in_progress_refused": c.in_progress_refused,
             "state_queries": c.state_queries,
             "refreshes": c.refreshes,
             "refused_refreshes": c.refused_refreshes,

@@ -431,20 +431,28 @@ async fn late_the_answer_comes_after_the_client_gave_up_and_the_write_is_applied
 }
 
 #[tokio::test]
-async fn late_a_resend_with_the_same_key_while_the_first_waits_is_still_one_effect() {
+async fn late_a_resend_with_the_same_key_while_the_first_waits_is_refused_409() {
     let erp = start(roomy()).await;
     let token = access(&erp).await;
     let gave_up =
         purchase_with(&erp, &token, Some("key-1"), &order("WO-1"), Some("late:1000"), Duration::from_millis(100)).await;
     assert!(matches!(gave_up, Err(CallError::Timeout)), "{gave_up:?}");
+    // The first is still being handled: the key is in flight, and the resend is turned away.
     let resent = purchase(&erp, &token, "key-1", &order("WO-1")).await;
-    assert_eq!((resent.status, resent.header("idempotent-replayed")), (200, None));
-    eventually("the late request is handled", || async {
+    assert_eq!((resent.status, resent.json()["error"].as_str()), (409, Some("request_in_progress")));
+    let counted = eventually("the late request is handled", || async {
         let counted = effects(&erp).await;
-        (counted["writes_received"] == 2).then_some(counted)
+        (counted["writes_received"] == 1).then_some(counted)
     })
     .await;
+    assert_eq!(
+        (counted["in_progress_refused"].as_u64(), counted["writes_by_key"]["key-1"].as_u64()),
+        (Some(1), Some(1))
+    );
     assert_eq!(effects(&erp).await["by_order"]["acme/WO-1"], 1);
+    // Handled: the key is free again, and a resend is the replay.
+    let replayed = purchase(&erp, &token, "key-1", &order("WO-1")).await;
+    assert_eq!((replayed.status, replayed.header("idempotent-replayed")), (200, Some("true")));
 }
 
 #[tokio::test]
