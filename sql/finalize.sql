@@ -84,3 +84,8 @@ GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
                           toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                           toolgate.erp_refresh_end(text, text, text)
 TO toolgate_dispatcher;
+-- A person's word on an intent the dispatcher could not settle (DEAD, UNCERTAIN): the DBA may
+-- grant these to another role of administrators (on-call, say).
+GRANT EXECUTE ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, jsonb),
+                          toolgate.requeue_outbox(text, text, text, text)
+TO toolgate_admin;

@@ -189,6 +189,10 @@ CREATE TABLE toolgate.outbox (
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
 CREATE INDEX outbox_due ON toolgate.outbox (next_attempt_at) WHERE state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
+-- The amounts still reserved on an account: what its open intents draw on it (the gate's budget
+-- check for an outbox tool).
+CREATE INDEX outbox_open_by_account ON toolgate.outbox (tenant_id, (value->>'account'))
+    WHERE state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.outbox', '');
 COMMENT ON TABLE toolgate.outbox IS
     'Intents of outbox tools, written with the ledger and the audit row; delivered to the ERP by the dispatcher.';
@@ -469,14 +473,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgat
 AS $$
 DECLARE
     intent toolgate.outbox;
-    answer jsonb := coalesce(reply, 'null'::jsonb);
-    new_state text;
-    word text;
-    said text;
-    result jsonb;
-    stored jsonb;
-    error text;
-    finished jsonb;
 BEGIN
     IF outcome IS NULL OR outcome NOT IN ('SUCCEEDED', 'REJECTED', 'PENDING', 'UNCERTAIN', 'DEAD') THEN
         RAISE EXCEPTION 'outcome is SUCCEEDED, REJECTED, PENDING, UNCERTAIN or DEAD, not %', coalesce(outcome, 'NULL')
@@ -500,11 +496,35 @@ BEGIN
             RAISE EXCEPTION 'intent % of tool % is PARTIAL: the ERP did its part, only its finish is left (settle it SUCCEEDED)',
                 key, tool USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
-        answer := coalesce(intent.erp_reply, 'null'::jsonb);
     ELSIF intent.state NOT IN ('PENDING', 'UNCERTAIN') THEN
         RAISE EXCEPTION 'intent % of tool % is settled already (%)', key, tool, intent.state
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    RETURN toolgate.outbox_settle(intent, outcome, reply, retry_in, NULL);
+END
+$$;
+COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
+    'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
+
+-- The settlement itself, settle_outbox's and resolve_outbox's: `intent` is the outbox row, locked
+-- by the caller, which checked it may be settled with `outcome`. `resolution`, a person's
+-- (resolve_outbox), is added to the audit row's detail. Executable by no role.
+CREATE FUNCTION toolgate.outbox_settle(intent toolgate.outbox, outcome text, reply jsonb, retry_in interval,
+                                       resolution jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    answer jsonb := CASE WHEN intent.state = 'PARTIAL' THEN coalesce(intent.erp_reply, 'null'::jsonb)
+                         ELSE coalesce(reply, 'null'::jsonb) END;
+    new_state text;
+    word text;
+    said text;
+    result jsonb;
+    stored jsonb;
+    error text;
+    finished jsonb;
+BEGIN
     -- What the ERP said, as a short word for the outbox and the audit (never its body there).
     error := CASE WHEN pg_catalog.jsonb_typeof(answer) = 'object' AND answer ? 'error'
                   THEN pg_catalog.left(answer->>'error', 200) END;
@@ -532,8 +552,11 @@ BEGIN
                                                 intent.endpoint, CASE WHEN finished IS NOT NULL THEN ', and here' ELSE '' END)
         WHEN 'PARTIAL' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s); the follow-up in this database is not done yet, and the gate completes it. Do not ask for it again: the ERP has it.',
                                               intent.tool, intent.target, intent.endpoint)
-        WHEN 'REJECTED' THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
-                                               intent.tool, intent.target, intent.endpoint)
+        WHEN 'REJECTED' THEN CASE WHEN resolution IS NULL
+            THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
+                                   intent.tool, intent.target, intent.endpoint)
+            ELSE pg_catalog.format('%s on «%s»: not done by the ERP (endpoint %s), as a person found there; nothing was done. A retry with this key answers the same.',
+                                   intent.tool, intent.target, intent.endpoint) END
         WHEN 'PENDING' THEN pg_catalog.format('%s on «%s»: accepted and queued for the ERP (endpoint %s), not yet done. Call again with the same idempotency_key to learn its state; a new key would ask for it a second time.',
                                               intent.tool, intent.target, intent.endpoint)
         ELSE CASE outcome
@@ -585,13 +608,130 @@ BEGIN
             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
                 'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
                 'asked_by', intent.actor, 'value', intent.value,
-                'finish', CASE WHEN word = 'PARTIAL' THEN finished->'error' END)),
+                'finish', CASE WHEN word = 'PARTIAL' THEN finished->'error' END) || coalesce(resolution, '{}')),
             0);
+    -- What the call consumed is given back when its effect did not happen, as for a tool whose
+    -- effect refuses in the database: the conversation's quota (the call that queued it).
+    IF new_state = 'REJECTED' THEN
+        UPDATE toolgate.quota_usage q SET used = q.used - 1, updated_at = pg_catalog.now()
+         WHERE q.tenant_id = intent.tenant_id AND q.actor = intent.actor
+           AND q.conversation_id = intent.conversation_id AND q.tool = intent.tool AND q.used > 0;
+    END IF;
     RETURN stored;
 END
 $$;
-COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
-    'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
+COMMENT ON FUNCTION toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb) IS
+    'settle_outbox''s and resolve_outbox''s settlement of one locked intent; executable by no role.';
+
+-- A person's word on an intent the dispatcher could not settle: DEAD (given up after its
+-- attempts) or UNCERTAIN (sent, the ERP has not said), once they have looked at the ERP.
+-- `outcome` SUCCEEDED: the ERP did it — settled as the dispatcher would have, the tool's finish
+-- function run once (PARTIAL if it is not done: the dispatcher then finishes it), `reply` what
+-- the ERP shows for it (its answer to the state query, say; the finish function reads it as
+-- ctx->'erp'); REJECTED: it did not, and it will not — settled REJECTED (`not_applied`), the
+-- conversation's quota given back. `note` (required, at most 500 characters) says how it was
+-- found; the audit row of kind `dispatch` keeps it with the resolver. Granted to toolgate_admin;
+-- a role the DBA grants it to must administer the gate too. Not while a dispatcher holds the
+-- intent (its lease not yet run out).
+CREATE FUNCTION toolgate.resolve_outbox(tenant text, tool text, key text, outcome text, note text,
+                                        reply jsonb DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    who text := toolgate.caller();
+BEGIN
+    PERFORM toolgate.outbox_person_checks(who, note);
+    IF outcome IS NULL OR outcome NOT IN ('SUCCEEDED', 'REJECTED') THEN
+        RAISE EXCEPTION 'outcome is SUCCEEDED (the ERP did it) or REJECTED (it did not), not %', coalesce(outcome, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    intent := toolgate.outbox_for_a_person(tenant, tool, key);
+    UPDATE toolgate.outbox o SET claim = NULL
+     WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
+    RETURN toolgate.outbox_settle(intent, outcome,
+                                  CASE WHEN outcome = 'REJECTED' THEN '{"error": "not_applied"}'::jsonb
+                                       ELSE coalesce(reply, '{}'::jsonb) END,
+                                  interval '0', pg_catalog.jsonb_build_object('resolved_by', who, 'note', note,
+                                                                              'was', intent.state));
+END
+$$;
+COMMENT ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, jsonb) IS
+    'A person settles a DEAD or UNCERTAIN intent they checked at the ERP: SUCCEEDED (finish run once) or REJECTED (quota given back); audited.';
+
+-- Hand a DEAD or UNCERTAIN intent back to the dispatcher, as new: its attempts counted from zero,
+-- due now, and in doubt (the dispatcher asks the ERP for its key before it sends anything, so it
+-- is never sent twice). For when the cause is mended (the ERP back, its credentials renewed, the
+-- origin allowed) and the ERP itself should say. `note` as for resolve_outbox; audited.
+CREATE FUNCTION toolgate.requeue_outbox(tenant text, tool text, key text, note text)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    who text := toolgate.caller();
+BEGIN
+    PERFORM toolgate.outbox_person_checks(who, note);
+    intent := toolgate.outbox_for_a_person(tenant, tool, key);
+    UPDATE toolgate.outbox o
+       SET state = 'UNCERTAIN', attempts = 0, in_doubt = true, claim = NULL, settled_at = NULL,
+           next_attempt_at = pg_catalog.clock_timestamp()
+     WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
+    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, 'UNCERTAIN', 0,
+            pg_catalog.jsonb_build_object('endpoint', intent.endpoint, 'attempts', intent.attempts,
+                                          'state', 'UNCERTAIN', 'requeued_by', who, 'note', note,
+                                          'was', intent.state, 'asked_by', intent.actor),
+            0);
+    RETURN pg_catalog.jsonb_build_object('tenant', intent.tenant_id, 'tool', intent.tool, 'key', intent.idempotency_key,
+                                         'was', intent.state, 'state', 'UNCERTAIN');
+END
+$$;
+COMMENT ON FUNCTION toolgate.requeue_outbox(text, text, text, text) IS
+    'Hand a DEAD or UNCERTAIN intent back to the dispatcher, attempts from zero, asked by key first; audited.';
+
+-- resolve_outbox's and requeue_outbox's checks of the person: they administer the gate, and say
+-- why in a note of at most 500 characters.
+CREATE FUNCTION toolgate.outbox_person_checks(who text, note text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF note IS NULL OR pg_catalog.btrim(note) = '' OR pg_catalog.length(note) > 500 THEN
+        RAISE EXCEPTION 'a note says how the intent was found (at most 500 characters)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- The intent a person resolves or requeues, locked: DEAD or UNCERTAIN, and not held by a
+-- dispatcher now.
+CREATE FUNCTION toolgate.outbox_for_a_person(tenant text, tool text, key text) RETURNS toolgate.outbox
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+BEGIN
+    SELECT * INTO intent FROM toolgate.outbox o
+     WHERE o.tenant_id = tenant AND o.tool = outbox_for_a_person.tool AND o.idempotency_key = key FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no intent % of tool % for tenant %', key, tool, tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    IF intent.state NOT IN ('DEAD', 'UNCERTAIN') THEN
+        RAISE EXCEPTION 'intent % of tool % is %: only a DEAD or UNCERTAIN intent is resolved or requeued by a person',
+            key, tool, intent.state USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF intent.claim IS NOT NULL AND intent.next_attempt_at > pg_catalog.clock_timestamp() THEN
+        RAISE EXCEPTION 'intent % of tool % is being delivered by a dispatcher now', key, tool
+            USING ERRCODE = 'lock_not_available', HINT = 'Try again once its attempt is settled or its lease has run out.';
+    END IF;
+    RETURN intent;
+END
+$$;
 
 -- The ERPs' rotating credentials, for the dispatchers (seed 004's client): per endpoint, the
 -- current refresh token (each use of it returns the next, and the old one stops working) and the

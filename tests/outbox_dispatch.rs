@@ -723,3 +723,177 @@ async fn a_claim_lost_while_waiting_is_dropped_at_once() {
         "only the first settled"
     );
 }
+
+/// `n` intents of `prefix` made DEAD: every write answered 500 and every state query 503, one
+/// attempt each.
+async fn dead_intents(s: &Setup, prefix: &str, n: usize) {
+    for i in 1..=n {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("{prefix}-{i}")).await), ("PENDING", "-"));
+    }
+    s.erp.queue_fault(Fault::InternalError, n as u32, Matcher::parse("POST /purchases").unwrap());
+    s.erp.queue_fault(Fault::Unavailable, n as u32, Matcher::parse("GET /requests").unwrap());
+    let o = dispatch::Options { max_attempts: 1, ..s.options() };
+    assert_eq!(dispatch::run(&o).await.unwrap().count("DEAD"), n, "{}", s.erp.effects());
+}
+
+/// Issue 43's fifth finding: a DEAD intent could not be resolved by any documented means. A person
+/// who checked the ERP says what became of it (`resolve_outbox`, audited with their note): done
+/// there (the finish function runs once, the ledger answers SUCCEEDED) or not done (REJECTED, the
+/// conversation's quota given back); or hands it back to the dispatcher (`requeue_outbox`), which
+/// asks the ERP for the key before it sends anything.
+#[tokio::test]
+async fn a_person_resolves_or_requeues_a_dead_intent() {
+    let s = finish_setup("dispatch_resolve").await;
+    s.root
+        .batch_execute(&format!(
+            "SELECT toolgate.set_policy('shopping-a', '{TOOL}', true, ARRAY['supervisor'], 0, \
+             max_calls_per_conversation => 3)"
+        ))
+        .await
+        .unwrap();
+    dead_intents(&s, "resolve-key", 3).await;
+    let used = || count(&s.root, "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.quota_usage");
+    assert_eq!(used().await, 3);
+    let resolve = "SELECT toolgate.resolve_outbox('shopping-a', $1, $2, $3, $4)";
+
+    // Not the agent's, nor the dispatcher's; a note is required; only DEAD or UNCERTAIN.
+    let refused = s.app.query_one(resolve, &[&TOOL, &"resolve-key-1", &"SUCCEEDED", &"seen"]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE), "{refused}");
+    // Granted to a role that does not administer the gate (here the dispatcher's login): refused.
+    s.root
+        .batch_execute(&format!(
+            "GRANT EXECUTE ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, jsonb) TO {DISPATCHER}"
+        ))
+        .await
+        .unwrap();
+    let dispatcher = s.lab.connect(DISPATCHER).await.unwrap();
+    let refused = dispatcher.query_one(resolve, &[&TOOL, &"resolve-key-1", &"SUCCEEDED", &"seen"]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE), "{refused}");
+    let refused = s.root.query_one(resolve, &[&TOOL, &"resolve-key-1", &"SUCCEEDED", &" "]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{refused}");
+    let refused = s.root.query_one(resolve, &[&TOOL, &"resolve-key-1", &"PENDING", &"seen"]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{refused}");
+
+    // 1: the ERP shows it done. The finish function runs once, in the call's context.
+    let reply: Value = s
+        .root
+        .query_one(
+            "SELECT toolgate.resolve_outbox('shopping-a', $1, 'resolve-key-1', 'SUCCEEDED', \
+             'PO-77 in the ERP''s purchase list', '{\"protocol\": \"PRT-77\", \"status\": \"DONE\"}')",
+            &[&TOOL],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(reply["outcome"], "SUCCEEDED", "{reply}");
+    assert_eq!(s.order("o1").await, (1, Some("PRT-77".to_string())));
+    let status = s.call("o1", "resolve-key-1").await;
+    assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
+    let refused = s.root.query_one(resolve, &[&TOOL, &"resolve-key-1", &"REJECTED", &"again"]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE));
+
+    // 2: not in the ERP. REJECTED, the conversation's call given back, no follow-up.
+    let reply: Value =
+        s.root.query_one(resolve, &[&TOOL, &"resolve-key-2", &"REJECTED", &"not in the ERP"]).await.unwrap().get(0);
+    assert_eq!(
+        (reply["outcome"].as_str(), reply["rule"].as_str()),
+        (Some("REJECTED"), Some("erp_rejected")),
+        "{reply}"
+    );
+    assert_eq!(s.order("o2").await.0, 0);
+    assert_eq!(used().await, 2, "the call that was not done is given back");
+
+    // 3: the ERP is back: handed to the dispatcher, which asks by key (NOT_FOUND) and sends it.
+    let reply: Value = s
+        .root
+        .query_one("SELECT toolgate.requeue_outbox('shopping-a', $1, 'resolve-key-3', 'ERP back up')", &[&TOOL])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!((reply["was"].as_str(), reply["state"].as_str()), (Some("DEAD"), Some("UNCERTAIN")), "{reply}");
+    // While a dispatcher holds it (claimed, its lease of 1 s running), no person settles it.
+    let held = dispatcher.query("SELECT * FROM toolgate.claim_outbox(1, interval '1 second')", &[]).await.unwrap();
+    assert_eq!(held.len(), 1);
+    let refused = s.root.query_one(resolve, &[&TOOL, &"resolve-key-3", &"REJECTED", &"gone"]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE), "{refused}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let queries = s.erp("state_queries");
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    assert_eq!((s.erp("state_queries") - queries, s.erp("effects")), (1, 1), "asked by key first, then sent once");
+    assert_eq!(s.order("o3").await.0, 1);
+
+    // Audited: who, why, from what.
+    let rows = s
+        .root
+        .query(
+            "SELECT outcome, detail->>'note', detail->>'was', (detail ? 'resolved_by') OR (detail ? 'requeued_by') \
+             FROM toolgate.audit WHERE kind = 'dispatch' AND detail ? 'note' ORDER BY audit_id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String, bool)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert_eq!(
+        rows,
+        [
+            ("SUCCEEDED".into(), "PO-77 in the ERP's purchase list".into(), "DEAD".into(), true),
+            ("REJECTED".into(), "not in the ERP".into(), "DEAD".into(), true),
+            ("UNCERTAIN".into(), "ERP back up".into(), "DEAD".into(), true),
+        ]
+    );
+}
+
+/// Issue 43's eighth finding: the budget check ignored queued calls, so three of 40 against a
+/// budget of 100 all passed and the ERP did all three. An outbox tool's open intents are reserved
+/// on their account: the third is `budget_exceeded`; an intent the ERP refuses frees its share.
+#[tokio::test]
+async fn queued_calls_are_reserved_on_their_account() {
+    let s = setup("dispatch_reserved").await;
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE it_remote_owner;
+             CREATE FUNCTION remote.value(ctx jsonb, args jsonb) RETURNS jsonb
+             LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, remote, pg_temp AS $f$
+                 SELECT jsonb_build_object('amount', 40, 'account', 'CC-1', 'available', 100)
+             $f$;
+             REVOKE EXECUTE ON FUNCTION remote.value(jsonb, jsonb) FROM PUBLIC;
+             RESET ROLE;
+             SET client_min_messages = warning;
+             SELECT toolgate.define_outbox_tool(t.tool, t.description, s.schema, false,
+                        'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'fake_erp',
+                        value => 'remote.value(jsonb, jsonb)')
+               FROM toolgate.tools t JOIN toolgate.tool_schemas s ON s.tool = t.tool
+              WHERE t.tool = '{TOOL}' ORDER BY s.version DESC LIMIT 1;"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&s.call("o1", "reserved-key-1").await), ("PENDING", "-"));
+    assert_eq!(outcome(&s.call("o2", "reserved-key-2").await), ("PENDING", "-"));
+    let third = s.call("o3", "reserved-key-3").await;
+    assert_eq!(outcome(&third), ("BLOCKED", "budget_exceeded"), "{third}");
+    let audited: Value = s
+        .root
+        .query_one(
+            "SELECT detail FROM toolgate.audit WHERE kind = 'call' AND outcome = 'BLOCKED' ORDER BY audit_id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        (audited["reserved"].as_str(), audited["available"].as_str()),
+        (Some("80"), Some("20")),
+        "100 available, 80 reserved by the two queued: {audited}"
+    );
+
+    // The ERP refuses the first: its 40 are free again, and a new call passes.
+    s.erp.queue_fault(Fault::Refuse("no_stock".into()), 1, Matcher::parse("POST /purchases").unwrap());
+    let o = dispatch::Options { concurrency: 1, batch: 1, ..s.options() };
+    let report = dispatch::run(&o).await.unwrap();
+    assert_eq!((report.count("REJECTED"), report.count("SUCCEEDED")), (1, 1), "{report:?}");
+    // Done by the ERP: no longer reserved here (the account's own figures are the DBA's to keep).
+    assert_eq!(outcome(&s.call("o4", "reserved-key-4").await), ("PENDING", "-"));
+    assert_eq!(outcome(&s.call("o5", "reserved-key-5").await), ("PENDING", "-"));
+    assert_eq!(outcome(&s.call("o6", "reserved-key-6").await), ("BLOCKED", "budget_exceeded"));
+}

@@ -16,6 +16,7 @@ use super::binding::{self, ctx, misconfigured, Binding};
 use super::contract::Checked;
 use super::scope::{invoke, refusal};
 use super::{consent, Deny, Step};
+use crate::spi;
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.
 pub struct Target {
@@ -40,6 +41,10 @@ pub struct Valued {
     pub account: Option<String>,
     pub available: Option<Decimal>,
     pub limit: Option<Decimal>,
+    /// An outbox tool's: what the account's open intents (queued, not yet settled for good, of
+    /// any outbox tool) still draw on it. The ERP has not done them, so `available` does not
+    /// show them yet: the budget check counts them as spent.
+    pub reserved: Option<Decimal>,
     pub said: Value,
 }
 
@@ -184,9 +189,31 @@ fn value(b: &Binding, args: &Value, target: &Found, currency: &Currency) -> Step
         };
         let available = optional("available")?;
         let limit = optional("limit")?;
-        Ok(Valued { amount, account: said.get("account").and_then(text_of), available, limit, said })
+        let account = said.get("account").and_then(text_of);
+        Ok(Valued { amount, account, available, limit, reserved: None, said })
     });
-    said.map(Some)
+    let mut valued = said?;
+    if let (Some(_), Some(account), Some(_), Some(tenant)) =
+        (&b.outbox, &valued.account, valued.available, target.found.get("tenant").and_then(Value::as_str))
+    {
+        valued.reserved = Some(reserved(tenant, account));
+    }
+    Ok(Some(valued))
+}
+
+/// What the tenant's open outbox intents (PENDING, UNCERTAIN, PARTIAL, DEAD) draw on `account`:
+/// accepted by the gate and not yet known done by the ERP and finished here, or refused. The
+/// value function's lock on the account (the example's target function locks the cost centre)
+/// makes a call wait for another on the same account, and this statement then sees its intent.
+fn reserved(tenant: &str, account: &str) -> Decimal {
+    spi::one(
+        "SELECT coalesce(sum((o.value->>'amount')::numeric), 0)::text FROM toolgate.outbox o \
+         WHERE o.tenant_id = $1 AND o.value->>'account' = $2 AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD')",
+        &[tenant.into(), account.into()],
+        |r| spi::col::<String>(r, 1),
+    )
+    .and_then(|sum| Decimal::from_str(&sum).ok())
+    .unwrap_or_default()
 }
 
 /// An amount as the audit and `explain_call` show it: rounded to the tenant's currency.
@@ -225,11 +252,14 @@ pub fn check<'a>(args: &'a Checked, policy: &Policy, target: Target, locale: Loc
                 json!({"amount": money(v.amount), "max_value": policy.max_value.map(&money)}),
             ));
         }
-        if v.available.is_some_and(|left| v.amount > left) {
-            return Err(Deny::because(
-                Rule::BudgetExceeded,
-                json!({"account": v.account, "amount": money(v.amount), "available": v.available.map(&money)}),
-            ));
+        if let Some(left) = v.available.map(|left| left - v.reserved.unwrap_or_default()) {
+            if v.amount > left {
+                let mut said = json!({"account": v.account, "amount": money(v.amount), "available": money(left)});
+                if let Some(reserved) = v.reserved {
+                    said["reserved"] = money(reserved);
+                }
+                return Err(Deny::because(Rule::BudgetExceeded, said));
+            }
         }
     }
     drop(money);
@@ -247,7 +277,10 @@ pub fn arithmetic(intent: &Intent, policy: &Policy) -> Option<Value> {
             "available": v.available.map(&money),
         });
         if let Some(left) = v.available {
-            said["available_after"] = money(left - v.amount);
+            said["available_after"] = money(left - v.reserved.unwrap_or_default() - v.amount);
+        }
+        if let Some(reserved) = v.reserved {
+            said["reserved"] = money(reserved);
         }
         if let Some(limit) = v.limit {
             said["limit"] = money(limit);
