@@ -376,7 +376,8 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
 -- settles it SUCCEEDED again, which runs the finish function once more. Each claim is a new
 -- random `claim` that the settlement must present: a dispatcher whose lease was lost (the intent
 -- claimed again by another since) cannot settle it, and no login settles an intent it did not
--- claim.
+-- claim. Each claim is an attempt's start, audited (kind `dispatch`, outcome PENDING, `detail`
+-- `{"phase": "start", "attempt": n, …}`): an attempt cut short by a kill still leaves its row.
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
@@ -409,7 +410,15 @@ BEGIN
           FROM due
          WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
         RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
-                  due.in_doubt AS sent_before, o.claim
+                  due.in_doubt AS sent_before, o.claim, o.target, o.proposal_id, o.actor
+    ), started AS (
+        INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail,
+                                    duration_us)
+        SELECT 'dispatch', c.tenant_id, session_user, c.tool, c.target, c.proposal_id, 'PENDING', 0,
+               pg_catalog.jsonb_build_object('phase', 'start', 'attempt', c.attempts, 'endpoint', c.endpoint,
+                                             'state', c.state, 'sent_before', c.sent_before, 'asked_by', c.actor),
+               0
+          FROM claimed c
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
            c.request, c.attempts, c.sent_before, c.state, c.claim

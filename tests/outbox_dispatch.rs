@@ -38,8 +38,12 @@ async fn an_intent_is_delivered_once_and_the_retry_answers_succeeded() {
     assert_eq!(s.outbox("happy-key-1").await, ("SUCCEEDED".to_string(), 1));
     assert_eq!(s.dispatch_audit("SUCCEEDED").await, 1);
     // The dispatch audit row keeps no argument and no secret.
-    let detail: Value =
-        s.root.query_one("SELECT to_jsonb(a) FROM toolgate.audit a WHERE kind = 'dispatch'", &[]).await.unwrap().get(0);
+    let detail: Value = s
+        .root
+        .query_one("SELECT to_jsonb(a) FROM toolgate.audit a WHERE kind = 'dispatch' AND detail->>'phase' IS NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
     let text = detail.to_string();
     assert!(!text.contains("filter") && !text.contains("rt-") && !text.contains("at-"), "{text}");
     assert_eq!(detail["actor"], DISPATCHER);
@@ -345,6 +349,12 @@ async fn a_dispatcher_killed_mid_send_loses_nothing_and_duplicates_nothing() {
     assert_eq!(effects["effects"], N, "{effects}");
     assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED'").await, N as i64);
     assert_eq!(s.dispatch_audit("SUCCEEDED").await, N as i64, "each intent settled SUCCEEDED once");
+    // The attempts the kill cut short were audited when they started.
+    let started = count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE detail->>'phase' = 'start'").await;
+    let ended =
+        count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND detail->>'phase' IS NULL")
+            .await;
+    assert!(started > ended, "{started} attempts started, {ended} ended: the killed ones are audited too");
     for i in 1..=N {
         let status = s.call(&format!("o{i}"), &format!("killed-key-{i}")).await;
         assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
@@ -718,7 +728,7 @@ async fn a_claim_lost_while_waiting_is_dropped_at_once() {
     assert_eq!((report.count("REJECTED"), report.lost), (1, 1), "{report:?}");
     assert_eq!(s.erp("writes_received"), 1, "nothing sent for the lost claim");
     assert_eq!(
-        count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch'").await,
+        count(&s.root, "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND outcome <> 'PENDING'").await,
         1,
         "only the first settled"
     );
@@ -896,4 +906,45 @@ async fn queued_calls_are_reserved_on_their_account() {
     assert_eq!(outcome(&s.call("o4", "reserved-key-4").await), ("PENDING", "-"));
     assert_eq!(outcome(&s.call("o5", "reserved-key-5").await), ("PENDING", "-"));
     assert_eq!(outcome(&s.call("o6", "reserved-key-6").await), ("BLOCKED", "budget_exceeded"));
+}
+
+/// Retries back off: an intent the ERP never answers is tried again after `--retry-delay` (1 s
+/// here), then twice that, then four times (each give or take a fifth), up to
+/// `--max-retry-delay`, so a stuck intent is tried, and audited, a bounded number of times a day.
+#[tokio::test]
+async fn retries_back_off_with_jitter() {
+    let s = setup("dispatch_backoff").await;
+    s.erp.queue_fault(Fault::InternalError, 10, Matcher::parse("POST /purchases").unwrap());
+    s.erp.queue_fault(Fault::Unavailable, 10, Matcher::parse("GET /requests").unwrap());
+    assert_eq!(outcome(&s.call("o1", "backoff-key-1").await), ("PENDING", "-"));
+    let o = dispatch::Options {
+        retry_delay: Duration::from_secs(1),
+        max_retry_delay: Duration::from_secs(3),
+        ..s.options()
+    };
+    let next = "SELECT extract(epoch FROM next_attempt_at - clock_timestamp())::float8 FROM toolgate.outbox";
+    for (attempt, doubled) in [(1, 1.0), (2, 2.0), (3, 3.0), (4, 3.0)] {
+        s.root.batch_execute("UPDATE toolgate.outbox SET next_attempt_at = now()").await.unwrap();
+        assert_eq!(dispatch::run(&o).await.unwrap().count("UNCERTAIN"), 1, "attempt {attempt}");
+        let wait: f64 = s.root.query_one(next, &[]).await.unwrap().get(0);
+        assert!(
+            (doubled * 0.8 - 0.2..=doubled * 1.2).contains(&wait),
+            "attempt {attempt}: tried again in {wait:.2} s, not about {doubled} s"
+        );
+    }
+    // Each attempt is audited at its start and at its end.
+    let (starts, ends): (i64, i64) = {
+        let row = s
+            .root
+            .query_one(
+                "SELECT count(*) FILTER (WHERE detail->>'phase' = 'start'), \
+                        count(*) FILTER (WHERE detail->>'phase' IS NULL) \
+                   FROM toolgate.audit WHERE kind = 'dispatch'",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((starts, ends), (4, 4));
 }

@@ -105,10 +105,23 @@ pub struct Options {
     pub settle_within: Duration,
     /// Attempts before an intent is dead-lettered.
     pub max_attempts: i32,
-    /// When an intent left PENDING or UNCERTAIN is tried again.
+    /// When an intent left PENDING, UNCERTAIN or PARTIAL is tried again after its first attempt;
+    /// doubled at each attempt after that (with a fifth either way of jitter), up to
+    /// `max_retry_delay`.
     pub retry_delay: Duration,
+    /// The longest wait between two attempts of an intent.
+    pub max_retry_delay: Duration,
     /// How long a claim holds an intent before another dispatcher may take it.
     pub lease: Duration,
+}
+
+/// When an intent whose attempt `attempts` just ended is tried again: `base`, doubled at each
+/// attempt after the first, at most `cap`, and a fifth more or less at random, so the intents one
+/// outage left behind do not all come back at once. A stuck intent is tried, and audited, a bounded
+/// number of times a day: `cap` apart once the doubling reaches it (24 a day at an hour).
+pub fn backoff(base: Duration, cap: Duration, attempts: i32) -> Duration {
+    let doubled = base.saturating_mul(1u32 << attempts.saturating_sub(1).clamp(0, 20)).min(cap.max(base));
+    doubled.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
 /// The longest ERP answer body read unless `--max-answer-bytes` says: 1 MiB.
@@ -186,6 +199,7 @@ impl Default for Options {
             settle_within: Duration::from_secs(10),
             max_attempts: 8,
             retry_delay: Duration::from_secs(30),
+            max_retry_delay: Duration::from_secs(3600),
             lease: Duration::from_secs(300),
         }
     }
@@ -598,7 +612,7 @@ impl Dispatcher {
                     &intent.claim,
                     &outcome,
                     &s.reply,
-                    &self.opts.retry_delay.as_secs_f64(),
+                    &backoff(self.opts.retry_delay, self.opts.max_retry_delay, intent.attempts).as_secs_f64(),
                 ],
             )
             .await;
@@ -1142,6 +1156,20 @@ mod tests {
         assert_eq!(refusal(&json!({"detail": "x"}), 422), json!({"error": "http_422", "status": 422}));
         assert!(refused_at_the_door(&json!({"error": "rate_limited"})));
         assert!(!refused_at_the_door(&json!({"error": "no_connection"})));
+    }
+
+    #[test]
+    fn retries_back_off_to_their_cap_with_jitter() {
+        let (base, cap) = (Duration::from_secs(30), Duration::from_secs(3600));
+        for (attempts, doubled) in [(1, 30.0), (2, 60.0), (3, 120.0), (7, 1920.0), (8, 3600.0), (40, 3600.0)] {
+            for _ in 0..50 {
+                let wait = backoff(base, cap, attempts).as_secs_f64();
+                assert!((doubled * 0.8..=doubled * 1.2).contains(&wait), "attempt {attempts}: {wait}");
+            }
+        }
+        assert_eq!(backoff(Duration::ZERO, cap, 5), Duration::ZERO);
+        let waits: std::collections::HashSet<u128> = (0..20).map(|_| backoff(base, cap, 1).as_millis()).collect();
+        assert!(waits.len() > 1, "jittered");
     }
 
     #[test]

@@ -171,9 +171,14 @@ enum Command {
         /// Attempts before an intent is dead-lettered (DEAD; the ledger answers UNCERTAIN).
         #[arg(long, default_value_t = 8)]
         max_attempts: i32,
-        /// Seconds before an intent left PENDING, UNCERTAIN or PARTIAL is tried again.
+        /// Seconds before an intent left PENDING, UNCERTAIN or PARTIAL is tried again after its
+        /// first attempt; doubled at each attempt after that (give or take a fifth, at random),
+        /// up to --max-retry-delay.
         #[arg(long, default_value_t = 30.0)]
         retry_delay: f64,
+        /// The longest wait, in seconds, between two attempts of an intent.
+        #[arg(long, default_value_t = 3600.0)]
+        max_retry_delay: f64,
         /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
         /// be claimed again (and reconciled first) after that, by any dispatcher. Renewed every
         /// third of it while the intent is being delivered; a request goes out only while a
@@ -364,6 +369,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             settle_within,
             max_attempts,
             retry_delay,
+            max_retry_delay,
             lease,
         } => {
             let mut refresh_token_files = std::collections::HashMap::new();
@@ -397,6 +403,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 settle_within: secs(settle_within)?,
                 max_attempts,
                 retry_delay: secs(retry_delay)?,
+                max_retry_delay: secs(max_retry_delay)?,
                 lease: secs(lease)?,
             };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
