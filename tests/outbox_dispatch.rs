@@ -948,3 +948,97 @@ async fn retries_back_off_with_jitter() {
     };
     assert_eq!((starts, ends), (4, 4));
 }
+
+/// `toolgate dispatch` polling as a process of its own with `more` options, its standard output
+/// piped; SIGTERM once all of `n` intents are claimed (every write takes `late_ms` at the ERP);
+/// what it printed when it exited, within 10 s.
+async fn terminated_mid_delivery(s: &Setup, n: u32, late_ms: u64, more: &[&str]) -> Value {
+    s.erp.queue_fault(Fault::Late(Duration::from_millis(late_ms)), n, Matcher::parse("POST /purchases").unwrap());
+    let mut child = std::process::Command::new(toolgate())
+        .args(["dispatch", "--concurrency", "8", "--poll", "0.2", "--timeout", "2", "--lease", "10"])
+        .arg("--database")
+        .arg(s.options().database)
+        .arg("--refresh-token-file")
+        .arg(format!("fake_erp={}", s.token_file.display()))
+        .args(s.origins().iter().flat_map(|o| ["--allow-origin".to_string(), o.clone()]))
+        .arg("--allow-private-addresses")
+        .args(more)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("toolgate dispatch starts");
+    for _ in 0..200 {
+        if count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE claim IS NOT NULL").await == i64::from(n) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    let mut printed = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut printed).unwrap();
+    serde_json::from_str(&printed).unwrap_or_else(|e| panic!("{e}: {printed:?}"))
+}
+
+/// SIGTERM: nothing more is claimed, and the deliveries in flight end and are settled before the
+/// dispatcher exits.
+#[tokio::test]
+async fn sigterm_lets_the_deliveries_in_flight_end() {
+    let s = setup("dispatch_sigterm").await;
+    for i in 1..=4 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("term-key-{i}")).await), ("PENDING", "-"));
+    }
+    let printed = terminated_mid_delivery(&s, 4, 600, &[]).await;
+    assert_eq!(
+        (printed["settled"]["SUCCEEDED"].as_i64(), printed["handed_back"].as_i64()),
+        (Some(4), Some(0)),
+        "{printed}"
+    );
+    assert_eq!(count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED'").await, 4);
+    // Queued after the signal: left for the next dispatcher, not claimed.
+    assert_eq!(s.erp("writes_received"), 4);
+}
+
+/// SIGTERM with a grace shorter than the deliveries: those still running are cut short and handed
+/// back at once (not after their 10 s lease); the next dispatcher asks the ERP for their keys (it
+/// had them) and settles them without sending them again.
+#[tokio::test]
+async fn sigterm_hands_back_what_outlasts_the_grace() {
+    let s = setup("dispatch_sigterm_grace").await;
+    for i in 1..=4 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("grace-key-{i}")).await), ("PENDING", "-"));
+    }
+    let printed = terminated_mid_delivery(&s, 4, 1200, &["--shutdown-grace", "0.2"]).await;
+    assert_eq!(printed["handed_back"].as_i64(), Some(4), "{printed}");
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE next_attempt_at < now() + interval '2 seconds'")
+            .await,
+        4,
+        "due again within a second, not when the lease would have ended"
+    );
+    s.erp_reaches_effects(4).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 4);
+    assert_eq!((s.erp("writes_received"), s.erp("effects")), (4, 4), "asked for by key, never sent again");
+}
+
+impl Setup {
+    /// Wait (bounded) until the ERP has done `n` effects.
+    async fn erp_reaches_effects(&self, n: i64) {
+        for _ in 0..200 {
+            if self.erp("effects") >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the ERP never did {n} effects: {}", self.erp.effects());
+    }
+}

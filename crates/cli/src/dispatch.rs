@@ -113,6 +113,12 @@ pub struct Options {
     pub max_retry_delay: Duration,
     /// How long a claim holds an intent before another dispatcher may take it.
     pub lease: Duration,
+    /// Stops the dispatcher when it turns true (the command's SIGTERM and SIGINT): it claims
+    /// nothing more, lets the deliveries in flight end within `shutdown_grace`, hands back the
+    /// rest and returns.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// How long the deliveries in flight are given to end once stopped.
+    pub shutdown_grace: Duration,
 }
 
 /// When an intent whose attempt `attempts` just ended is tried again: `base`, doubled at each
@@ -201,6 +207,8 @@ impl Default for Options {
             retry_delay: Duration::from_secs(30),
             max_retry_delay: Duration::from_secs(3600),
             lease: Duration::from_secs(300),
+            stop: None,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -212,6 +220,8 @@ pub struct Report {
     pub settled: HashMap<String, usize>,
     /// Intents whose claim was lost before they were settled (another dispatcher holds them).
     pub lost: usize,
+    /// Intents cut short when the dispatcher was stopped, and handed back.
+    pub handed_back: usize,
 }
 
 impl Report {
@@ -381,15 +391,29 @@ pub async fn run(opts: &Options) -> Result<Report> {
         .into());
     }
     let mut report = Report::default();
+    let mut stop = opts.stop.clone();
     loop {
         match drain(opts, &mut report).await {
             Ok(()) => return Ok(report),
             Err(e) if opts.once => return Err(e),
             Err(e) => {
                 eprintln!("toolgate dispatch: {e}; connecting again in {:.1} s", opts.poll.as_secs_f64());
-                tokio::time::sleep(opts.poll).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(opts.poll) => {}
+                    _ = stopped(&mut stop) => return Ok(report),
+                }
             }
         }
+    }
+}
+
+/// Resolves once `stop` is true (never without one).
+async fn stopped(stop: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match stop {
+        Some(stop) => {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -442,12 +466,18 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     });
     let slots = opts.concurrency.max(1);
     let mut tasks: tokio::task::JoinSet<Delivered> = tokio::task::JoinSet::new();
+    // What each delivery in flight holds, to hand it back if it must be cut short.
+    let mut holding: HashMap<tokio::task::Id, Intent> = HashMap::new();
+    let mut stop = opts.stop.clone();
     // Drained once: claiming stops at the first claim that brings no intent it has not claimed
     // before (one due again at once, after a retry delay of zero or a finish that keeps failing,
     // is tried at most once more).
     let mut seen = std::collections::HashSet::new();
     let mut claiming = true;
     loop {
+        if stop.as_ref().is_some_and(|s| *s.borrow()) {
+            return dispatcher.shut_down(tasks, holding, report).await;
+        }
         let free = slots - tasks.len();
         if claiming && free > 0 {
             let intents = dispatcher.claim(free.min(opts.batch.max(1) as usize) as i32).await?;
@@ -457,7 +487,8 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
                 if seen.insert(format!("{}\u{1f}{}\u{1f}{}", intent.tenant, intent.tool, intent.key)) {
                     fresh += 1;
                 }
-                tasks.spawn(dispatcher.clone().deliver_and_settle(intent, held));
+                let task = tasks.spawn(dispatcher.clone().deliver_and_settle(intent.clone(), held));
+                holding.insert(task.id(), intent);
             }
             if opts.once && fresh == 0 {
                 claiming = false;
@@ -467,29 +498,87 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
             if opts.once && !claiming {
                 return Ok(());
             }
-            tokio::time::sleep(opts.poll).await;
+            tokio::select! {
+                _ = tokio::time::sleep(opts.poll) => {}
+                _ = stopped(&mut stop) => {}
+            }
             continue;
         }
-        // A delivery ends, or, with a slot free, the next poll comes.
-        let done = if tasks.len() < slots && claiming {
-            tokio::select! {
-                done = tasks.join_next() => done,
-                _ = tokio::time::sleep(opts.poll) => None,
+        // A delivery ends, or, with a slot free, the next poll comes, or the dispatcher is stopped.
+        let poll = tasks.len() < slots && claiming;
+        tokio::select! {
+            done = tasks.join_next_with_id() => {
+                if let Some(done) = done {
+                    record(done, &mut holding, report)?;
+                }
             }
-        } else {
-            tasks.join_next().await
-        };
-        match done {
-            None => {}
-            Some(Ok(Ok(Some(outcome)))) => *report.settled.entry(outcome).or_default() += 1,
-            Some(Ok(Ok(None))) => report.lost += 1,
-            Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(e.to_string().into()),
+            _ = tokio::time::sleep(opts.poll), if poll => {}
+            _ = stopped(&mut stop) => {}
+        }
+    }
+}
+
+/// A delivery that ended: its outcome counted, or its error (the database's) returned.
+fn record(
+    done: std::result::Result<(tokio::task::Id, Delivered), tokio::task::JoinError>,
+    holding: &mut HashMap<tokio::task::Id, Intent>,
+    report: &mut Report,
+) -> Result<()> {
+    match done {
+        Ok((id, delivered)) => {
+            holding.remove(&id);
+            match delivered? {
+                Some(outcome) => *report.settled.entry(outcome).or_default() += 1,
+                None => report.lost += 1,
+            }
+            Ok(())
+        }
+        Err(e) => {
+            holding.remove(&e.id());
+            Err(e.to_string().into())
         }
     }
 }
 
 impl Dispatcher {
+    /// Stopped: nothing more is claimed; the deliveries in flight get `shutdown_grace` to end and
+    /// be settled; the others are cut short and handed back (their lease put a second ahead with
+    /// `renew_outbox`, so another dispatcher takes them over at once, asking the ERP for their
+    /// keys first: they may have been sent).
+    async fn shut_down(
+        &self,
+        mut tasks: tokio::task::JoinSet<Delivered>,
+        mut holding: HashMap<tokio::task::Id, Intent>,
+        report: &mut Report,
+    ) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + self.opts.shutdown_grace;
+        let mut first_error = None;
+        while let Ok(Some(done)) = tokio::time::timeout_at(deadline, tasks.join_next_with_id()).await {
+            if let Err(e) = record(done, &mut holding, report) {
+                first_error.get_or_insert(e);
+            }
+        }
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        for intent in holding.values() {
+            let handed = self
+                .db
+                .query_one(
+                    "SELECT toolgate.renew_outbox($1, $2, $3, $4::text::uuid, interval '1 second')",
+                    &[&intent.tenant, &intent.tool, &intent.key, &intent.claim],
+                )
+                .await;
+            match handed {
+                Ok(_) => report.handed_back += 1,
+                Err(e) => eprintln!(
+                    "toolgate dispatch: intent {} of tool {} not handed back ({e}): claimed again when its lease ends",
+                    intent.key, intent.tool
+                ),
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Claim up to `n` due intents, each with its lease as this process counts it.
     async fn claim(&self, n: i32) -> Result<Vec<(Intent, Held)>> {
         let asked = Instant::now();

@@ -179,6 +179,11 @@ enum Command {
         /// The longest wait, in seconds, between two attempts of an intent.
         #[arg(long, default_value_t = 3600.0)]
         max_retry_delay: f64,
+        /// Seconds the deliveries in flight are given to end on SIGTERM or SIGINT; those still
+        /// running then are cut short and handed back to the other dispatchers (asked for by key
+        /// first). Nothing new is claimed once the signal came.
+        #[arg(long, default_value_t = 30.0)]
+        shutdown_grace: f64,
         /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
         /// be claimed again (and reconciled first) after that, by any dispatcher. Renewed every
         /// third of it while the intent is being delivered; a request goes out only while a
@@ -370,6 +375,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             max_attempts,
             retry_delay,
             max_retry_delay,
+            shutdown_grace,
             lease,
         } => {
             let mut refresh_token_files = std::collections::HashMap::new();
@@ -405,14 +411,28 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 retry_delay: secs(retry_delay)?,
                 max_retry_delay: secs(max_retry_delay)?,
                 lease: secs(lease)?,
+                stop: None,
+                shutdown_grace: secs(shutdown_grace)?,
             };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let report = runtime.block_on(dispatch::run(&opts))?;
+            let report = runtime.block_on(async {
+                let (stop, stopped) = tokio::sync::watch::channel(false);
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                    eprintln!("toolgate dispatch: stopping: nothing more claimed; deliveries in flight end or are handed back");
+                    let _ = stop.send(true);
+                });
+                dispatch::run(&dispatch::Options { stop: Some(stopped), ..opts }).await
+            })?;
             let mut settled: Vec<_> = report.settled.iter().collect();
             settled.sort();
             println!(
                 "{}",
-                serde_json::json!({"claimed": report.claimed, "lost": report.lost, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
+                serde_json::json!({"claimed": report.claimed, "lost": report.lost, "handed_back": report.handed_back, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
             );
         }
         Command::Mcp { http } => toolgate_mcp::run(http.as_deref())?,
