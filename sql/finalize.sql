@@ -80,6 +80,7 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- answered, and nothing else; it reads no table.
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
                           toolgate.renew_outbox(text, text, text, uuid, interval),
+                          toolgate.outbox_gauges(),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
                           toolgate.erp_access_token(text, text), toolgate.erp_refresh_begin(text, text, bigint, text),
                           toolgate.erp_refresh_end(text, text, text)

@@ -452,6 +452,26 @@ $$;
 COMMENT ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) IS
     'The dispatcher''s: keep a claim while its intent is being delivered; false once the claim is lost.';
 
+-- The queue's gauges, for the dispatcher's /metrics: intents due now and how long the oldest of
+-- them has waited (the lag), and how many are UNCERTAIN, DEAD and PARTIAL. Counts only: no tenant,
+-- no key.
+CREATE FUNCTION toolgate.outbox_gauges(OUT due bigint, OUT oldest_due_seconds double precision,
+                                       OUT uncertain bigint, OUT dead bigint, OUT partial bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT (SELECT count(*) FROM toolgate.outbox o
+             WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()),
+           coalesce((SELECT extract(epoch FROM pg_catalog.clock_timestamp() - min(o.next_attempt_at))::float8
+                       FROM toolgate.outbox o
+                      WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')
+                        AND o.next_attempt_at <= pg_catalog.clock_timestamp()), 0),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.state = 'UNCERTAIN'),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD') AND o.state = 'DEAD'),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.state = 'PARTIAL')
+$$;
+COMMENT ON FUNCTION toolgate.outbox_gauges() IS
+    'The dispatcher''s /metrics: intents due and the oldest one''s wait, UNCERTAIN, DEAD and PARTIAL counts.';
+
 -- Settle what the ERP answered for one intent, in one transaction: the outbox intent's state, the
 -- ledger's reply for its key (so a retry with the same key, the status query, answers it,
 -- replayed), an audit intent of kind `dispatch` (no argument, no secret: the endpoint, the

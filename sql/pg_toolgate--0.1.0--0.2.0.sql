@@ -1960,6 +1960,26 @@ $$;
 COMMENT ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) IS
     'The dispatcher''s: keep a claim while its intent is being delivered; false once the claim is lost.';
 
+-- The queue's gauges, for the dispatcher's /metrics: intents due now and how long the oldest of
+-- them has waited (the lag), and how many are UNCERTAIN, DEAD and PARTIAL. Counts only: no tenant,
+-- no key.
+CREATE FUNCTION toolgate.outbox_gauges(OUT due bigint, OUT oldest_due_seconds double precision,
+                                       OUT uncertain bigint, OUT dead bigint, OUT partial bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT (SELECT count(*) FROM toolgate.outbox o
+             WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()),
+           coalesce((SELECT extract(epoch FROM pg_catalog.clock_timestamp() - min(o.next_attempt_at))::float8
+                       FROM toolgate.outbox o
+                      WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')
+                        AND o.next_attempt_at <= pg_catalog.clock_timestamp()), 0),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.state = 'UNCERTAIN'),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD') AND o.state = 'DEAD'),
+           (SELECT count(*) FROM toolgate.outbox o WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.state = 'PARTIAL')
+$$;
+COMMENT ON FUNCTION toolgate.outbox_gauges() IS
+    'The dispatcher''s /metrics: intents due and the oldest one''s wait, UNCERTAIN, DEAD and PARTIAL counts.';
+
 -- The finish function's runner (Rust): settle_outbox's, with the intent's call context.
 CREATE FUNCTION toolgate.outbox_finish(intent jsonb, erp jsonb) RETURNS jsonb
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
@@ -2258,6 +2278,7 @@ $$;
 GRANT USAGE ON SCHEMA toolgate TO toolgate_dispatcher;
 REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval),
                       toolgate.renew_outbox(text, text, text, uuid, interval),
+                      toolgate.outbox_gauges(),
                       toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
                       toolgate.outbox_finish(jsonb, jsonb),
                       toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb),
@@ -2270,6 +2291,7 @@ GRANT EXECUTE ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, 
 TO toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
                           toolgate.renew_outbox(text, text, text, uuid, interval),
+                          toolgate.outbox_gauges(),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)
 TO toolgate_dispatcher;
 

@@ -1042,3 +1042,126 @@ impl Setup {
         panic!("the ERP never did {n} effects: {}", self.erp.effects());
     }
 }
+
+/// GET `path` on the dispatcher's listener: (status, body).
+async fn scrape(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    match toolgate_fake_erp::client::call(addr, "GET", path, &[], None, Duration::from_secs(2)).await {
+        Ok(reply) => (reply.status, String::from_utf8_lossy(&reply.body).into_owned()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// A metric's value in Prometheus text, the first sample whose line starts with `sample`.
+fn sample(text: &str, sample: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(sample)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+}
+
+/// `--listen`: /healthz answers while the dispatcher holds its connection, /metrics counts the
+/// deliveries by endpoint and outcome and shows the queue's lag (the oldest due intent's wait);
+/// a non-loopback address is refused (plain HTTP).
+#[tokio::test]
+async fn metrics_and_health_on_a_loopback_listener() {
+    let s = setup("dispatch_metrics").await;
+    for i in 1..=3 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("metrics-key-{i}")).await), ("PENDING", "-"));
+    }
+    // Held by the kill switch, due for 5 s already: the lag the queue shows.
+    s.root
+        .batch_execute(&format!(
+            "SELECT toolgate.set_writes_enabled(false, '{TOOL}');
+             UPDATE toolgate.outbox SET next_attempt_at = now() - interval '5 seconds'"
+        ))
+        .await
+        .unwrap();
+    let refused = std::process::Command::new(toolgate())
+        .args(["dispatch", "--listen", "0.0.0.0:9464", "--allow-origin", "http://127.0.0.1:1", "--database"])
+        .arg(s.options().database)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("loopback"), "{refused:?}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // A login of its own: the test cuts it off below, and the other tests' dispatchers share theirs.
+    const LOGIN: &str = "toolgate_it_metrics_dispatcher";
+    s.root
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {LOGIN} LOGIN IN ROLE toolgate_dispatcher; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+        ))
+        .await
+        .unwrap();
+    let database = s.options().database.replace(&format!("user={DISPATCHER}"), &format!("user={LOGIN}"));
+    let _dispatcher = Killed(
+        std::process::Command::new(toolgate())
+            .args(["dispatch", "--poll", "0.2", "--lease", "2", "--timeout", "1", "--listen", &addr.to_string()])
+            .args(["--database", &database])
+            .arg("--refresh-token-file")
+            .arg(format!("fake_erp={}", s.token_file.display()))
+            .args(s.origins().iter().flat_map(|o| ["--allow-origin".to_string(), o.clone()]))
+            .arg("--allow-private-addresses")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("toolgate dispatch starts"),
+    );
+    let mut health = (0, String::new());
+    for _ in 0..100 {
+        health = scrape(addr, "/healthz").await;
+        if health.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(health, (200, "ok\n".to_string()));
+    let (status, text) = scrape(addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (sample(&text, "toolgate_dispatch_due "), sample(&text, "toolgate_dispatch_up ")),
+        (Some(3.0), Some(1.0)),
+        "{text}"
+    );
+    assert!(sample(&text, "toolgate_dispatch_oldest_due_seconds ").is_some_and(|lag| lag >= 5.0), "{text}");
+
+    s.erp.queue_fault(Fault::Refuse("no_stock".into()), 1, Matcher::parse("POST /purchases").unwrap());
+    s.root.batch_execute(&format!("SELECT toolgate.set_writes_enabled(true, '{TOOL}')")).await.unwrap();
+    assert_eq!(wait_final(&s.root, 100).await, 0);
+    let (_, text) = scrape(addr, "/metrics").await;
+    let delivered = |outcome: &str| {
+        sample(&text, &format!("toolgate_dispatch_deliveries_total{{endpoint=\"fake_erp\",outcome=\"{outcome}\"}}"))
+    };
+    assert_eq!((delivered("SUCCEEDED"), delivered("REJECTED")), (Some(2.0), Some(1.0)), "{text}");
+    assert_eq!(
+        (sample(&text, "toolgate_dispatch_due "), sample(&text, "toolgate_dispatch_oldest_due_seconds ")),
+        (Some(0.0), Some(0.0))
+    );
+    assert!(sample(&text, "toolgate_dispatch_delivery_seconds_count{endpoint=\"fake_erp\"}") == Some(3.0), "{text}");
+
+    // Its connections cut, and its login refused: unhealthy until it connects again.
+    s.root
+        .batch_execute(&format!(
+            "ALTER ROLE {LOGIN} NOLOGIN;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{LOGIN}'"
+        ))
+        .await
+        .unwrap();
+    let mut status = 0;
+    for _ in 0..100 {
+        status = scrape(addr, "/healthz").await.0;
+        if status == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 503);
+    assert_eq!(sample(&scrape(addr, "/metrics").await.1, "toolgate_dispatch_up "), Some(0.0));
+    s.root.batch_execute(&format!("ALTER ROLE {LOGIN} LOGIN")).await.unwrap();
+    for _ in 0..100 {
+        status = scrape(addr, "/healthz").await.0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "connected again by itself");
+}

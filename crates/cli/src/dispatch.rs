@@ -119,6 +119,8 @@ pub struct Options {
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
     /// How long the deliveries in flight are given to end once stopped.
     pub shutdown_grace: Duration,
+    /// What it counts, for `/metrics` (`--listen`).
+    pub metrics: Option<Arc<crate::observe::Metrics>>,
 }
 
 /// When an intent whose attempt `attempts` just ended is tried again: `base`, doubled at each
@@ -209,6 +211,7 @@ impl Default for Options {
             lease: Duration::from_secs(300),
             stop: None,
             shutdown_grace: Duration::from_secs(30),
+            metrics: None,
         }
     }
 }
@@ -364,7 +367,7 @@ struct Token {
 type Sent = HashMap<String, VecDeque<Instant>>;
 
 struct Dispatcher {
-    db: Client,
+    db: Arc<Client>,
     /// For `https` endpoints.
     tls: Arc<ClientConfig>,
     /// A connection of its own for the credentials: a refresh holds their row's lock in a
@@ -393,7 +396,11 @@ pub async fn run(opts: &Options) -> Result<Report> {
     let mut report = Report::default();
     let mut stop = opts.stop.clone();
     loop {
-        match drain(opts, &mut report).await {
+        let drained = drain(opts, &mut report).await;
+        if let Some(metrics) = &opts.metrics {
+            metrics.connection(None);
+        }
+        match drained {
             Ok(()) => return Ok(report),
             Err(e) if opts.once => return Err(e),
             Err(e) => {
@@ -454,8 +461,11 @@ type Delivered = Result<Option<String>>;
 /// delivered, never waiting behind another (a claim's lease covers one delivery, renewed while it
 /// lasts); a slot freed is filled at once, without waiting for the others.
 async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
-    let db = db::connect_to(&opts.database).await?;
+    let db = Arc::new(db::connect_to(&opts.database).await?);
     let credentials = Mutex::new(db::connect_to(&opts.database).await?);
+    if let Some(metrics) = &opts.metrics {
+        metrics.connection(Some(db.clone()));
+    }
     let dispatcher = Arc::new(Dispatcher {
         db,
         tls: tls_config(opts.ca_file.as_deref())?,
@@ -467,7 +477,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let slots = opts.concurrency.max(1);
     let mut tasks: tokio::task::JoinSet<Delivered> = tokio::task::JoinSet::new();
     // What each delivery in flight holds, to hand it back if it must be cut short.
-    let mut holding: HashMap<tokio::task::Id, Intent> = HashMap::new();
+    let mut holding: Holding = HashMap::new();
     let mut stop = opts.stop.clone();
     // Drained once: claiming stops at the first claim that brings no intent it has not claimed
     // before (one due again at once, after a retry delay of zero or a finish that keeps failing,
@@ -488,8 +498,9 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
                     fresh += 1;
                 }
                 let task = tasks.spawn(dispatcher.clone().deliver_and_settle(intent.clone(), held));
-                holding.insert(task.id(), intent);
+                holding.insert(task.id(), (intent, Instant::now()));
             }
+            observe_in_flight(opts, tasks.len());
             if opts.once && fresh == 0 {
                 claiming = false;
             }
@@ -509,7 +520,8 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
         tokio::select! {
             done = tasks.join_next_with_id() => {
                 if let Some(done) = done {
-                    record(done, &mut holding, report)?;
+                    record(opts, done, &mut holding, report)?;
+                    observe_in_flight(opts, tasks.len());
                 }
             }
             _ = tokio::time::sleep(opts.poll), if poll => {}
@@ -518,18 +530,37 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     }
 }
 
+/// The deliveries in flight: what each holds and when it was claimed.
+type Holding = HashMap<tokio::task::Id, (Intent, Instant)>;
+
+fn observe_in_flight(opts: &Options, n: usize) {
+    if let Some(metrics) = &opts.metrics {
+        metrics.set_in_flight(n);
+    }
+}
+
 /// A delivery that ended: its outcome counted, or its error (the database's) returned.
 fn record(
+    opts: &Options,
     done: std::result::Result<(tokio::task::Id, Delivered), tokio::task::JoinError>,
-    holding: &mut HashMap<tokio::task::Id, Intent>,
+    holding: &mut Holding,
     report: &mut Report,
 ) -> Result<()> {
     match done {
         Ok((id, delivered)) => {
-            holding.remove(&id);
-            match delivered? {
-                Some(outcome) => *report.settled.entry(outcome).or_default() += 1,
-                None => report.lost += 1,
+            let held = holding.remove(&id);
+            let outcome = match delivered? {
+                Some(outcome) => {
+                    *report.settled.entry(outcome.clone()).or_default() += 1;
+                    outcome
+                }
+                None => {
+                    report.lost += 1;
+                    "lost".to_string()
+                }
+            };
+            if let (Some(metrics), Some((intent, claimed))) = (&opts.metrics, held) {
+                metrics.delivered(&intent.endpoint, &outcome, claimed.elapsed());
             }
             Ok(())
         }
@@ -548,19 +579,19 @@ impl Dispatcher {
     async fn shut_down(
         &self,
         mut tasks: tokio::task::JoinSet<Delivered>,
-        mut holding: HashMap<tokio::task::Id, Intent>,
+        mut holding: Holding,
         report: &mut Report,
     ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + self.opts.shutdown_grace;
         let mut first_error = None;
         while let Ok(Some(done)) = tokio::time::timeout_at(deadline, tasks.join_next_with_id()).await {
-            if let Err(e) = record(done, &mut holding, report) {
+            if let Err(e) = record(&self.opts, done, &mut holding, report) {
                 first_error.get_or_insert(e);
             }
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        for intent in holding.values() {
+        for (intent, claimed) in holding.values() {
             let handed = self
                 .db
                 .query_one(
@@ -569,7 +600,12 @@ impl Dispatcher {
                 )
                 .await;
             match handed {
-                Ok(_) => report.handed_back += 1,
+                Ok(_) => {
+                    report.handed_back += 1;
+                    if let Some(metrics) = &self.opts.metrics {
+                        metrics.delivered(&intent.endpoint, "handed_back", claimed.elapsed());
+                    }
+                }
                 Err(e) => eprintln!(
                     "toolgate dispatch: intent {} of tool {} not handed back ({e}): claimed again when its lease ends",
                     intent.key, intent.tool

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod fixture;
 pub mod keys;
 pub mod load;
+pub mod observe;
 
 /// Errors of the command and its tests.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

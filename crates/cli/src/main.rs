@@ -184,6 +184,10 @@ enum Command {
         /// first). Nothing new is claimed once the signal came.
         #[arg(long, default_value_t = 30.0)]
         shutdown_grace: f64,
+        /// Serve GET /metrics (Prometheus text) and GET /healthz on this loopback address
+        /// (such as 127.0.0.1:9464).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
         /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
         /// be claimed again (and reconciled first) after that, by any dispatcher. Renewed every
         /// third of it while the intent is being delivered; a request goes out only while a
@@ -376,6 +380,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             retry_delay,
             max_retry_delay,
             shutdown_grace,
+            listen,
             lease,
         } => {
             let mut refresh_token_files = std::collections::HashMap::new();
@@ -413,7 +418,9 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 lease: secs(lease)?,
                 stop: None,
                 shutdown_grace: secs(shutdown_grace)?,
+                metrics: None,
             };
+            let listen = listen.as_deref().map(toolgate_cli::observe::loopback).transpose()?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let report = runtime.block_on(async {
                 let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -426,7 +433,15 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                     eprintln!("toolgate dispatch: stopping: nothing more claimed; deliveries in flight end or are handed back");
                     let _ = stop.send(true);
                 });
-                dispatch::run(&dispatch::Options { stop: Some(stopped), ..opts }).await
+                let metrics = match listen {
+                    Some(addr) => {
+                        let metrics = std::sync::Arc::new(toolgate_cli::observe::Metrics::default());
+                        toolgate_cli::observe::serve(addr, metrics.clone()).await?;
+                        Some(metrics)
+                    }
+                    None => None,
+                };
+                dispatch::run(&dispatch::Options { stop: Some(stopped), metrics, ..opts }).await
             })?;
             let mut settled: Vec<_> = report.settled.iter().collect();
             settled.sort();
