@@ -378,7 +378,9 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
 -- claimed again by another since) cannot settle it, and no login settles an intent it did not
 -- claim. Each claim is an attempt's start, audited (kind `dispatch`, outcome PENDING, `detail`
 -- `{"phase": "start", "attempt": n, …}`): an attempt cut short by a kill still leaves its row.
-CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
+-- `skip` names endpoints to leave alone (the dispatcher's open circuit breakers: an ERP that
+-- keeps failing does not take every slot from the others).
+CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes', skip text[] DEFAULT '{}')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
                state text, claim uuid)
@@ -397,6 +399,7 @@ BEGIN
         SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
           FROM toolgate.outbox o
          WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+           AND o.endpoint <> ALL (coalesce(skip, '{}'))
            AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
                             WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
          ORDER BY o.next_attempt_at, o.created_at
@@ -426,7 +429,7 @@ BEGIN
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
 $$;
-COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
+COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval, text[]) IS
     'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
 
 -- Keep a claim: put the intent's next attempt `lease` ahead again, while the dispatcher that

@@ -1886,7 +1886,9 @@ $roles$;
 -- claimed again by another since) cannot settle it, and no login settles an intent it did not
 -- claim. Each claim is an attempt's start, audited (kind `dispatch`, outcome PENDING, `detail`
 -- `{"phase": "start", "attempt": n, …}`): an attempt cut short by a kill still leaves its row.
-CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes')
+-- `skip` names endpoints to leave alone (the dispatcher's open circuit breakers: an ERP that
+-- keeps failing does not take every slot from the others).
+CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes', skip text[] DEFAULT '{}')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
                state text, claim uuid)
@@ -1905,6 +1907,7 @@ BEGIN
         SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
           FROM toolgate.outbox o
          WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+           AND o.endpoint <> ALL (coalesce(skip, '{}'))
            AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
                             WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
          ORDER BY o.next_attempt_at, o.created_at
@@ -1934,7 +1937,7 @@ BEGIN
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
 $$;
-COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval) IS
+COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval, text[]) IS
     'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
 
 -- Keep a claim: put the intent's next attempt `lease` ahead again, while the dispatcher that
@@ -2276,7 +2279,7 @@ END
 $$;
 
 GRANT USAGE ON SCHEMA toolgate TO toolgate_dispatcher;
-REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval),
+REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval, text[]),
                       toolgate.renew_outbox(text, text, text, uuid, interval),
                       toolgate.outbox_gauges(),
                       toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
@@ -2289,7 +2292,7 @@ REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval),
 GRANT EXECUTE ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, jsonb),
                           toolgate.requeue_outbox(text, text, text, text)
 TO toolgate_admin;
-GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval),
+GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval, text[]),
                           toolgate.renew_outbox(text, text, text, uuid, interval),
                           toolgate.outbox_gauges(),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)

@@ -379,6 +379,8 @@ async fn two_dispatchers_and_32_clients_settle_each_intent_exactly_once() {
     let mut o = s.options();
     (o.once, o.poll, o.retry_delay, o.lease, o.batch) =
         (false, Duration::from_millis(100), Duration::from_millis(300), Duration::from_secs(10), 16);
+    // The faults come in a row: the ERP's circuit may open, for a second at a time here.
+    o.breaker_cooldown = Duration::from_secs(1);
     let dispatchers = [tokio::spawn(dispatch::run_owned(o.clone())), tokio::spawn(dispatch::run_owned(o.clone()))];
 
     let started = std::time::Instant::now();
@@ -1164,4 +1166,50 @@ async fn metrics_and_health_on_a_loopback_listener() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(status, 200, "connected again by itself");
+}
+
+/// An ERP that cannot be reached does not take every slot from the others: after
+/// `breaker_failures` attempts in a row without reaching it, its intents are left alone for a
+/// while (its circuit open), and the healthy endpoint's are delivered meanwhile.
+#[tokio::test]
+async fn a_failing_erp_opens_its_circuit_and_starves_no_other() {
+    let s = setup("dispatch_breaker").await;
+    s.root
+        .batch_execute(&format!(
+            "SET ROLE toolgate_admin;
+             SELECT toolgate.add_erp_endpoint('down_erp', 'http://127.0.0.1:1', 'none');
+             RESET ROLE;
+             SET client_min_messages = warning;
+             SELECT toolgate.define_outbox_tool('erp_order_down', t.description, s.schema, false,
+                        'remote.target(jsonb, jsonb)', 'remote.request(jsonb, jsonb)', 'down_erp')
+               FROM toolgate.tools t JOIN toolgate.tool_schemas s ON s.tool = t.tool
+              WHERE t.tool = '{TOOL}' ORDER BY s.version DESC LIMIT 1;
+             SELECT toolgate.set_policy('shopping-a', 'erp_order_down', allowed => true, roles => ARRAY['supervisor'], tier => 0);"
+        ))
+        .await
+        .unwrap();
+    for i in 1..=6 {
+        let args = json!({"order_id": format!("o{i}"), "part": "filter", "quantity": 1, "idempotency_key": format!("down-key-{i}")});
+        let reply = toolgate_cli::db::json(
+            &s.app,
+            "SELECT toolgate.call($1, 'conv-down', 'erp_order_down', $2)",
+            &[&s.lab.supervisor_a(), &args],
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome(&reply), ("PENDING", "-"), "{reply}");
+    }
+    for i in 1..=4 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("up-key-{i}")).await), ("PENDING", "-"));
+    }
+    let mut o = s.options();
+    o.allowed_origins.push("http://127.0.0.1:1".into());
+    (o.concurrency, o.breaker_failures) = (1, 2);
+    let report = dispatch::run(&o).await.unwrap();
+    assert_eq!((report.count("PENDING"), report.count("SUCCEEDED")), (2, 4), "{report:?}");
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE endpoint = 'down_erp' AND attempts = 0").await,
+        4,
+        "two attempts opened the circuit; the other four were left alone"
+    );
 }

@@ -121,6 +121,12 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// What it counts, for `/metrics` (`--listen`).
     pub metrics: Option<Arc<crate::observe::Metrics>>,
+    /// Attempts in a row that could not reach an endpoint (no connection, no answer, a 5xx and no
+    /// state) before its circuit opens: its intents are not claimed for `breaker_cooldown`
+    /// (doubled while it keeps failing, ten minutes at most), so one failing ERP does not take
+    /// every slot from the others. 0: never.
+    pub breaker_failures: u32,
+    pub breaker_cooldown: Duration,
 }
 
 /// When an intent whose attempt `attempts` just ended is tried again: `base`, doubled at each
@@ -212,6 +218,8 @@ impl Default for Options {
             stop: None,
             shutdown_grace: Duration::from_secs(30),
             metrics: None,
+            breaker_failures: 5,
+            breaker_cooldown: Duration::from_secs(30),
         }
     }
 }
@@ -377,6 +385,27 @@ struct Dispatcher {
     /// Per endpoint.
     tokens: Mutex<HashMap<String, Token>>,
     sent: Mutex<Sent>,
+    /// Per endpoint.
+    breakers: std::sync::Mutex<HashMap<String, Breaker>>,
+}
+
+/// An endpoint's circuit breaker: attempts in a row that could not reach it, and, once open,
+/// until when its intents are left alone and for how long it opens next time.
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: u32,
+    open_until: Option<Instant>,
+    cooldown: Duration,
+}
+
+/// Whether an attempt's settlement says the ERP could not be reached or would not say (what
+/// counts toward its breaker), as opposed to an answer of any kind.
+fn unreachable(s: &Settlement) -> bool {
+    matches!(s.outcome, "PENDING" | "UNCERTAIN")
+        && matches!(
+            s.reply["error"].as_str(),
+            Some("no_connection" | "endpoint_unreachable" | "state_unknown" | "not_applied")
+        )
 }
 
 /// Run as `opts` says: drain once (an error ends the run), or poll until the process is stopped
@@ -473,6 +502,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
         opts: opts.clone(),
         tokens: Mutex::new(HashMap::new()),
         sent: Mutex::new(HashMap::new()),
+        breakers: std::sync::Mutex::new(HashMap::new()),
     });
     let slots = opts.concurrency.max(1);
     let mut tasks: tokio::task::JoinSet<Delivered> = tokio::task::JoinSet::new();
@@ -615,16 +645,58 @@ impl Dispatcher {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// The endpoints whose circuit is open now.
+    fn open_circuits(&self) -> Vec<String> {
+        let now = Instant::now();
+        let breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        breakers.iter().filter(|(_, b)| b.open_until.is_some_and(|until| until > now)).map(|(e, _)| e.clone()).collect()
+    }
+
+    /// Count an attempt at `endpoint` toward its breaker: one that could not reach it adds a
+    /// failure (opening the circuit at `breaker_failures` in a row, for a cool-down doubled each
+    /// time it opens again without an answer between), any answer closes it.
+    fn breaker(&self, endpoint: &str, s: &Settlement) {
+        if self.opts.breaker_failures == 0 {
+            return;
+        }
+        let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        let b = breakers.entry(endpoint.to_string()).or_default();
+        if !unreachable(s) {
+            *b = Breaker::default();
+            return;
+        }
+        b.failures += 1;
+        if b.failures >= self.opts.breaker_failures {
+            b.cooldown = if b.cooldown.is_zero() {
+                self.opts.breaker_cooldown
+            } else {
+                (b.cooldown * 2).min(Duration::from_secs(600))
+            };
+            b.open_until = Some(Instant::now() + b.cooldown);
+            b.failures = 0;
+            eprintln!(
+                "toolgate dispatch: endpoint {endpoint}: {} attempts in a row could not reach it: its intents are left \
+                 alone for {:.0} s",
+                self.opts.breaker_failures,
+                b.cooldown.as_secs_f64()
+            );
+        }
+        if let Some(metrics) = &self.opts.metrics {
+            metrics.breaker(endpoint, b.open_until.is_some_and(|until| until > Instant::now()));
+        }
+    }
+
     /// Claim up to `n` due intents, each with its lease as this process counts it.
     async fn claim(&self, n: i32) -> Result<Vec<(Intent, Held)>> {
         let asked = Instant::now();
+        let skip = self.open_circuits();
         let rows = self
             .db
             .query(
                 "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
                  attempts, sent_before, state, endpoint, claim::text \
-                 FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2))",
-                &[&n, &self.opts.lease.as_secs_f64()],
+                 FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2), $3)",
+                &[&n, &self.opts.lease.as_secs_f64(), &skip],
             )
             .await?;
         Ok(rows
@@ -657,7 +729,10 @@ impl Dispatcher {
             settled("SUCCEEDED", Value::Null)
         } else {
             match self.keep(&intent, &held, self.deliver(&intent, &held)).await {
-                Some(s) => s,
+                Some(s) => {
+                    self.breaker(&intent.endpoint, &s);
+                    s
+                }
                 None => return Ok(None),
             }
         };

@@ -188,6 +188,14 @@ enum Command {
         /// (such as 127.0.0.1:9464).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Attempts in a row that cannot reach an endpoint (no connection, no answer, a 5xx and
+        /// no state) before its intents are left alone for --breaker-cooldown (doubled while it
+        /// keeps failing, ten minutes at most); 0: never.
+        #[arg(long, default_value_t = 5)]
+        breaker_failures: u32,
+        /// Seconds an endpoint's intents are left alone once its circuit opens.
+        #[arg(long, default_value_t = 30.0)]
+        breaker_cooldown: f64,
         /// Seconds a claim holds an intent: a dispatcher that dies before it settles leaves it to
         /// be claimed again (and reconciled first) after that, by any dispatcher. Renewed every
         /// third of it while the intent is being delivered; a request goes out only while a
@@ -381,6 +389,8 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             max_retry_delay,
             shutdown_grace,
             listen,
+            breaker_failures,
+            breaker_cooldown,
             lease,
         } => {
             let mut refresh_token_files = std::collections::HashMap::new();
@@ -419,6 +429,8 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 stop: None,
                 shutdown_grace: secs(shutdown_grace)?,
                 metrics: None,
+                breaker_failures,
+                breaker_cooldown: secs(breaker_cooldown)?,
             };
             let listen = listen.as_deref().map(toolgate_cli::observe::loopback).transpose()?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -48,6 +48,7 @@ pub struct Metrics {
     dead: Gauge,
     partial: Gauge,
     up: Gauge,
+    breaker_open: Family<Endpoint, Gauge>,
     connected: AtomicBool,
     /// The dispatcher's current connection, for the queue's gauges (`toolgate.outbox_gauges`).
     db: Mutex<Option<Arc<Client>>>,
@@ -95,6 +96,12 @@ impl Default for Metrics {
         registry.register("dead", "Intents DEAD: given up, for a person (resolve_outbox)", dead.clone());
         registry.register("partial", "Intents PARTIAL: done by the ERP, their finish not yet", partial.clone());
         registry.register("up", "1 while the dispatcher holds a working database connection", up.clone());
+        let breaker_open = Family::<Endpoint, Gauge>::default();
+        registry.register(
+            "breaker_open",
+            "1 while an endpoint's circuit is open: its intents are left alone for a while",
+            breaker_open.clone(),
+        );
         Metrics {
             registry,
             deliveries,
@@ -106,6 +113,7 @@ impl Default for Metrics {
             dead,
             partial,
             up,
+            breaker_open,
             connected: AtomicBool::new(false),
             db: Mutex::new(None),
         }
@@ -118,6 +126,11 @@ impl Metrics {
         let endpoint = endpoint.to_string();
         self.deliveries.get_or_create(&Delivery { endpoint: endpoint.clone(), outcome: outcome.to_string() }).inc();
         self.latency.get_or_create(&Endpoint { endpoint }).observe(took.as_secs_f64());
+    }
+
+    /// Whether `endpoint`'s circuit is open.
+    pub fn breaker(&self, endpoint: &str, open: bool) {
+        self.breaker_open.get_or_create(&Endpoint { endpoint: endpoint.to_string() }).set(i64::from(open));
     }
 
     pub fn set_in_flight(&self, n: usize) {
