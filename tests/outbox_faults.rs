@@ -575,3 +575,13 @@ async fn a_status_word_the_contract_does_not_know_is_not_success() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_erp_without_the_async_protocol() {
+    let s = setup("faults_synchronous").await;
+    let intents = s.intents("sync-key", 2).await;
+    s.erp.configure(&json!({"synchronous": true})).unwrap();
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 2);
+    s.settle_row("no async protocol: 200 DONE at once", &intents, Final::Succeeded, Learned::Answer, &s.options())
+        .await;
+}

@@ -79,6 +79,12 @@ pub struct DispatchRun {
     /// Intents the dispatcher claims at a time, and keeps in flight at once.
     pub batch: i32,
     pub concurrency: usize,
+    /// The fake ERP does each write at once and answers DONE (no protocol to poll).
+    pub synchronous: bool,
+    /// Steady: for this long, one client enqueues intents through the gate as fast as it can
+    /// while the dispatcher, polling, delivers them (`intents` then ignored); the queue's lag is
+    /// sampled every 100 ms.
+    pub steady: Option<Duration>,
 }
 
 /// What a run measured: the dispatcher's wall time from its start (its connection included) until
@@ -87,6 +93,23 @@ pub struct DispatchRun {
 pub struct DispatchFigures {
     pub intents: i64,
     pub seconds: f64,
+    /// CPU the dispatcher's thread spent (it runs on the benchmark's main thread; the fake ERP on
+    /// a thread of its own), per intent.
+    pub cpu_us_per_intent: f64,
+    /// Steady runs: the longest wait of an intent due and not yet claimed, sampled every 100 ms,
+    /// and the same at the last sample before the enqueuing stopped.
+    pub max_lag: Option<f64>,
+    pub last_lag: Option<f64>,
+}
+
+/// CPU time of the calling thread so far (Linux: /proc/thread-self/stat, in clock ticks of
+/// 10 ms: user + system).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 impl DispatchFigures {
@@ -117,6 +140,9 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         return Err(format!("{pending} intent(s) of an earlier run are not SUCCEEDED").into());
     }
     let identity = keys::identity(&keys::load(&run.keys_dir, "idp-bench")?, "bench-user", "bench", "supervisor", 3600);
+    if let Some(span) = run.steady {
+        return steady(run, &db, &identity, before, span).await;
+    }
     // A thousand calls a statement, as `confirmations` makes its proposals; the orders are the
     // outbox workload's (900000165 and on), which an outbox call leaves open.
     for first in (1..=run.intents).step_by(1000) {
@@ -148,7 +174,93 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         return Err(format!("{queued} intents PENDING in the outbox, expected {}", run.intents).into());
     }
 
-    let erp = FakeErpThread::start()?;
+    let erp = FakeErpThread::start(run.synchronous)?;
+    let opts = point_at(run, &db, &erp).await?;
+    let (started, cpu) = (Instant::now(), thread_cpu());
+    let report = dispatch::run(&opts).await?;
+    let (seconds, cpu) = (started.elapsed().as_secs_f64(), thread_cpu() - cpu);
+    let n = run.intents as usize;
+    if report.claimed != n || report.count("SUCCEEDED") != n {
+        return Err(format!(
+            "the dispatcher claimed {} and settled {:?}, expected {n} SUCCEEDED",
+            report.claimed, report.settled
+        )
+        .into());
+    }
+    verify(&db, erp, before, run.intents).await?;
+    let cpu_us_per_intent = cpu.as_secs_f64() * 1e6 / run.intents as f64;
+    Ok(DispatchFigures { intents: run.intents, seconds, cpu_us_per_intent, max_lag: None, last_lag: None })
+}
+
+/// A steady run: one client calls the outbox tool back to back for `span` while the dispatcher
+/// polls and delivers; then everything is delivered and checked.
+async fn steady(
+    run: &DispatchRun,
+    db: &Client,
+    identity: &str,
+    before: i64,
+    span: Duration,
+) -> Result<DispatchFigures> {
+    let erp = FakeErpThread::start(run.synchronous)?;
+    let mut opts = point_at(run, db, &erp).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    (opts.once, opts.poll, opts.stop) = (false, Duration::from_millis(50), Some(stopped));
+    let cpu = thread_cpu();
+    let started = Instant::now();
+    let dispatcher = tokio::spawn(dispatch::run_owned(opts));
+    let client = run.server.connect("postgres", &run.dbname).await?;
+    let sampler = run.server.connect("postgres", &run.dbname).await?;
+    let (mut enqueued, mut max_lag, mut last_lag, mut next_sample) = (0i64, 0f64, 0f64, Instant::now());
+    while started.elapsed() < span {
+        enqueued += 1;
+        let reply: serde_json::Value = client
+            .query_one(
+                "SELECT toolgate.call($1, 'dispatch-bench', 'erp_purchase_part', \
+                        jsonb_build_object('order_id', (900000165 + $2::bigint % 64)::text, 'part_id', 'P-1', \
+                                           'quantity', 1, 'idempotency_key', 'dispatch-key-' || $2::bigint))",
+                &[&identity, &(before + enqueued)],
+            )
+            .await?
+            .get(0);
+        if reply["outcome"] != "PENDING" {
+            return Err(format!("an outbox call did not answer PENDING: {reply}").into());
+        }
+        if Instant::now() >= next_sample {
+            next_sample += Duration::from_millis(100);
+            let lag: f64 =
+                sampler.query_one("SELECT oldest_due_seconds FROM toolgate.outbox_gauges()", &[]).await?.get(0);
+            (max_lag, last_lag) = (max_lag.max(lag), lag);
+        }
+    }
+    let enqueuing = started.elapsed();
+    // Then the rest is delivered (bounded), and the dispatcher stopped.
+    for _ in 0..600 {
+        if db::count(db, "SELECT count(*) FROM toolgate.outbox WHERE state <> 'SUCCEEDED'", &[]).await? == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = stop.send(true);
+    let report = dispatcher.await.map_err(|e| e.to_string())??;
+    let cpu = thread_cpu() - cpu;
+    if report.count("SUCCEEDED") != enqueued as usize {
+        return Err(format!("the dispatcher settled {:?}, expected {enqueued} SUCCEEDED", report.settled).into());
+    }
+    verify(db, erp, before, enqueued).await?;
+    // The thread ran the enqueuing client too: its CPU is not the dispatcher's alone here.
+    let cpu_us_per_intent = cpu.as_secs_f64() * 1e6 / enqueued as f64;
+    Ok(DispatchFigures {
+        intents: enqueued,
+        seconds: enqueuing.as_secs_f64(),
+        cpu_us_per_intent,
+        max_lag: Some(max_lag),
+        last_lag: Some(last_lag),
+    })
+}
+
+/// Point the endpoint `bench_erp` at `erp` (a new one each run, with a refresh token of its own)
+/// and write its refresh token where the dispatcher reads it: the dispatcher's options.
+async fn point_at(run: &DispatchRun, db: &Client, erp: &FakeErpThread) -> Result<dispatch::Options> {
     let token_file = run.keys_dir.join("erp-refresh-token");
     std::fs::write(&token_file, format!("{}\n", erp.erp.refresh_token()))?;
     // Each run's ERP is a new one, with a refresh token of its own: the tokens the dispatchers
@@ -169,27 +281,21 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         allow_private_addresses: true,
         ..dispatch::Options::default()
     };
-    let started = Instant::now();
-    let report = dispatch::run(&opts).await?;
-    let seconds = started.elapsed().as_secs_f64();
+    Ok(opts)
+}
+
+/// What the ERP did and the gate recorded after `intents` were delivered: one effect per intent,
+/// each sent once, every outbox row SUCCEEDED with its audit row; anything else is an error.
+async fn verify(db: &Client, erp: FakeErpThread, before: i64, intents: i64) -> Result<()> {
     let effects = erp.erp.effects();
     drop(erp);
-
-    let n = run.intents as usize;
-    if report.claimed != n || report.count("SUCCEEDED") != n {
-        return Err(format!(
-            "the dispatcher claimed {} and settled {:?}, expected {n} SUCCEEDED",
-            report.claimed, report.settled
-        )
-        .into());
-    }
     let erp_count = |what: &str| effects[what].as_i64().unwrap_or(-1);
     let (made, writes_received) = (erp_count("effects"), erp_count("writes_received"));
-    if made != run.intents || erp_count("done") != run.intents || writes_received != run.intents {
+    if made != intents || erp_count("done") != intents || writes_received != intents {
         return Err(format!(
             "the ERP made {made} effect(s) ({} done) from {writes_received} write(s), expected {} of each",
             erp_count("done"),
-            run.intents
+            intents
         )
         .into());
     }
@@ -202,7 +308,7 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         )
         .await?;
     let (rows, succeeded, audited): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-    let total = before + run.intents;
+    let total = before + intents;
     if rows != total || succeeded != total || audited != total {
         return Err(format!(
             "the outbox holds {rows} intent(s), {succeeded} SUCCEEDED, with {audited} dispatch audit row(s) \
@@ -210,7 +316,7 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
         )
         .into());
     }
-    Ok(DispatchFigures { intents: run.intents, seconds })
+    Ok(())
 }
 
 /// The fake ERP on a thread and runtime of its own, as an ERP in another process would be: the
@@ -222,12 +328,13 @@ struct FakeErpThread {
 }
 
 impl FakeErpThread {
-    fn start() -> Result<Self> {
+    fn start(synchronous: bool) -> Result<Self> {
         let settings = Settings {
             per_second: 0,
             per_minute: 0,
             async_delay: Duration::ZERO,
             require_idempotency_key: true,
+            synchronous,
             ..Settings::default()
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

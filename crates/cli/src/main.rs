@@ -277,6 +277,13 @@ enum Command {
         batch: i32,
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+        /// The fake ERP does each write at once and answers DONE (no protocol to poll).
+        #[arg(long)]
+        synchronous: bool,
+        /// Seconds one client enqueues back to back while the dispatcher delivers (--intents
+        /// ignored); prints the queue's longest and last lag too.
+        #[arg(long)]
+        steady: Option<f64>,
     },
 }
 
@@ -528,16 +535,31 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             intents,
             batch,
             concurrency,
+            synchronous,
+            steady,
         } => {
-            let run =
-                bench::DispatchRun { server: Server { host, port }, dbname, keys_dir, intents, batch, concurrency };
+            let steady = steady.map(std::time::Duration::try_from_secs_f64).transpose()?;
+            let run = bench::DispatchRun {
+                server: Server { host, port },
+                dbname,
+                keys_dir,
+                intents,
+                batch,
+                concurrency,
+                synchronous,
+                steady,
+            };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let figures = runtime.block_on(bench::dispatch(&run))?;
+            let lag = |l: Option<f64>| l.map_or("-".to_string(), |l| format!("{l:.3}"));
             println!(
-                "{concurrency}\t{batch}\t{}\t{:.3}\t{:.1}",
+                "{concurrency}\t{batch}\t{}\t{:.3}\t{:.1}\t{:.0}\t{}\t{}",
                 figures.intents,
                 figures.seconds,
-                figures.per_second()
+                figures.per_second(),
+                figures.cpu_us_per_intent,
+                lag(figures.max_lag),
+                lag(figures.last_lag)
             );
         }
     }

@@ -32,6 +32,9 @@ struct Args {
     /// Refuse a write without an Idempotency-Key (400).
     #[arg(long)]
     require_idempotency_key: bool,
+    /// Do each write at once and answer DONE with its result (no protocol to poll).
+    #[arg(long)]
+    synchronous: bool,
 }
 
 fn main() -> ExitCode {
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
             token_ttl: Duration::from_millis(args.token_ttl_ms),
             async_delay: Duration::from_millis(args.async_delay_ms),
             require_idempotency_key: args.require_idempotency_key,
+            synchronous: args.synchronous,
         },
         refresh_token: args.refresh_token,
     };

@@ -21,6 +21,9 @@ pub struct Settings {
     pub async_delay: Duration,
     /// Refuse a write without an `Idempotency-Key` (400); otherwise each such write is a new effect.
     pub require_idempotency_key: bool,
+    /// Do a write at once and answer `200 {"status": "DONE", "result": …}` (an ERP without the
+    /// async protocol), instead of `200 PENDING` with a protocol to poll.
+    pub synchronous: bool,
 }
 
 impl Default for Settings {
@@ -31,6 +34,7 @@ impl Default for Settings {
             token_ttl: Duration::from_secs(3600),
             async_delay: Duration::from_millis(200),
             require_idempotency_key: false,
+            synchronous: false,
         }
     }
 }
@@ -43,6 +47,7 @@ impl Settings {
             "token_ttl_ms": millis(self.token_ttl),
             "async_delay_ms": millis(self.async_delay),
             "require_idempotency_key": self.require_idempotency_key,
+            "synchronous": self.synchronous,
         })
     }
 
@@ -61,6 +66,7 @@ impl Settings {
                 "require_idempotency_key" => {
                     next.require_idempotency_key = value.as_bool().ok_or_else(|| format!("{name}: true or false"))?
                 }
+                "synchronous" => next.synchronous = value.as_bool().ok_or_else(|| format!("{name}: true or false"))?,
                 _ => return Err(format!("unknown setting {name:?}")),
             }
         }
@@ -377,7 +383,8 @@ impl State {
                     Some(Fault::RejectLater(code) | Fault::PendingBare(Some(code))) => Some(code.clone()),
                     _ => None,
                 };
-                let ready_at = now + self.settings.async_delay;
+                let at_once = self.settings.synchronous && fault.is_none();
+                let ready_at = if at_once { now } else { now + self.settings.async_delay };
                 let purchase = Purchase {
                     id,
                     protocol: protocol.clone(),
@@ -391,6 +398,7 @@ impl State {
                 let answer = match fault {
                     Some(Fault::PendingBare(_)) => json!({"status": "PENDING"}),
                     Some(Fault::Worded(word)) => json!({"status": word}),
+                    _ if at_once => self.purchase_state(&self.purchases[self.purchases.len() - 1], now),
                     _ => json!({"protocol": protocol, "status": "PENDING"}),
                 };
                 (Outcome::Accepted(self.purchases.len() - 1), reply(200, answer))

@@ -651,3 +651,15 @@ async fn the_binary_prints_its_address_and_refresh_token_as_one_json_line() {
     assert_eq!((config["per_second"].as_u64(), config["async_delay_ms"].as_u64()), (Some(2), Some(0)));
     assert_eq!(config["token_ttl_ms"], 3_600_000);
 }
+
+#[tokio::test]
+async fn synchronous_a_write_is_done_at_once() {
+    let erp = start(Settings { synchronous: true, async_delay: Duration::from_secs(60), ..roomy() }).await;
+    let token = access(&erp).await;
+    let done = purchase(&erp, &token, "key-1", &order("WO-1")).await;
+    assert_eq!((done.status, done.json()["status"].as_str()), (200, Some("DONE")), "{:?}", done.json());
+    assert_eq!(done.json()["result"]["order_id"], "WO-1");
+    assert_eq!(state_of(&erp, &token, "key-1").await["status"], "DONE");
+    let counted = effects(&erp).await;
+    assert_eq!((counted["effects"].as_u64(), counted["done"].as_u64()), (Some(1), Some(1)));
+}
