@@ -546,10 +546,10 @@ async fn an_intent_still_unknown_after_its_attempts_is_dead_lettered_for_a_perso
     assert_eq!(s.erp("effects"), 0);
 }
 
-/// Two dispatchers polling side by side, `o` each, until every intent is final (bounded); the
+/// `n` dispatchers polling side by side, `o` each, until every intent is final (bounded); the
 /// ERP's effects then.
-async fn two_dispatchers_until_final(s: &Setup, o: &dispatch::Options) -> Value {
-    let dispatchers = [tokio::spawn(dispatch::run_owned(o.clone())), tokio::spawn(dispatch::run_owned(o.clone()))];
+async fn dispatchers_until_final(s: &Setup, n: usize, o: &dispatch::Options) -> Value {
+    let dispatchers: Vec<_> = (0..n).map(|_| tokio::spawn(dispatch::run_owned(o.clone()))).collect();
     let open = wait_final(&s.root, 300).await;
     for d in dispatchers {
         d.abort();
@@ -561,13 +561,13 @@ async fn two_dispatchers_until_final(s: &Setup, o: &dispatch::Options) -> Value 
 /// Issue 43's first finding: a claim used to lease a whole batch while only `--concurrency`
 /// intents were in flight, so the intents still waiting when the lease ended were claimed and
 /// sent by the other dispatcher too. Now an intent is claimed only when a slot is free to send
-/// it: with a queue far slower than the lease (8 writes of 300 ms one at a time, leases of 1 s),
-/// each key reaches the ERP once, none while another request with it is in flight, and each
-/// intent is claimed once.
+/// it: with a queue far slower than the lease (8 writes of 300 ms one at a time in each of three
+/// dispatchers, leases of 1 s), each key reaches the ERP once, none while another request with it
+/// is in flight, and each intent is claimed once.
 #[tokio::test]
 async fn a_queue_slower_than_the_lease_is_sent_by_one_dispatcher_per_key() {
     let s = setup("dispatch_slow_queue").await;
-    const N: i64 = 8;
+    const N: i64 = 12;
     for i in 1..=N {
         assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("slow-queue-{i}")).await), ("PENDING", "-"));
     }
@@ -575,7 +575,7 @@ async fn a_queue_slower_than_the_lease_is_sent_by_one_dispatcher_per_key() {
     let mut o = s.options();
     (o.once, o.poll, o.batch, o.concurrency, o.lease, o.timeout) =
         (false, Duration::from_millis(100), 32, 1, Duration::from_secs(1), Duration::from_millis(500));
-    let effects = two_dispatchers_until_final(&s, &o).await;
+    let effects = dispatchers_until_final(&s, 3, &o).await;
     for (key, writes) in effects["writes_by_key"].as_object().unwrap() {
         assert_eq!(writes, 1, "{key} sent once: {effects}");
     }
@@ -602,7 +602,7 @@ async fn a_delivery_longer_than_the_lease_keeps_its_claim() {
     let mut o = s.options();
     (o.once, o.poll, o.concurrency, o.lease, o.timeout) =
         (false, Duration::from_millis(100), 4, Duration::from_secs(1), Duration::from_millis(500));
-    let effects = two_dispatchers_until_final(&s, &o).await;
+    let effects = dispatchers_until_final(&s, 2, &o).await;
     assert_eq!(
         (effects["writes_received"].as_i64(), effects["state_queries"].as_i64()),
         (Some(N), Some(0)),
@@ -1082,7 +1082,7 @@ async fn metrics_and_health_on_a_loopback_listener() {
         .await
         .unwrap();
     let refused = std::process::Command::new(toolgate())
-        .args(["dispatch", "--listen", "0.0.0.0:9464", "--allow-origin", "http://127.0.0.1:1", "--database"])
+        .args(["dispatch", "--once", "--listen", "0.0.0.0:9464", "--allow-origin", "http://127.0.0.1:1", "--database"])
         .arg(s.options().database)
         .output()
         .unwrap();

@@ -233,8 +233,8 @@ async fn steady(
         }
     }
     let enqueuing = started.elapsed();
-    // Then the rest is delivered (bounded), and the dispatcher stopped.
-    for _ in 0..600 {
+    // Then the rest is delivered (within five minutes), and the dispatcher stopped.
+    for _ in 0..3000 {
         if db::count(db, "SELECT count(*) FROM toolgate.outbox WHERE state <> 'SUCCEEDED'", &[]).await? == 0 {
             break;
         }

@@ -36,16 +36,21 @@ impl Server {
 /// or URL (`postgresql://erp_app@db:5432/erp`), without TLS (a socket or loopback); its driver runs on
 /// the current runtime. Errors never repeat the conninfo, which may hold a password.
 pub async fn connect_to(conninfo: &str) -> Result<Client> {
+    let (client, connection) = config(conninfo)?.connect(NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// A libpq conninfo or URL read, with the application name `toolgate` unless it names one.
+pub fn config(conninfo: &str) -> Result<Config> {
     let mut config =
         Config::from_str(conninfo).map_err(|e| format!("the database is not a libpq conninfo or URL: {e}"))?;
     if config.get_application_name().is_none() {
         config.application_name("toolgate");
     }
-    let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    Ok(config)
 }
 
 /// Run a statement that returns one jsonb value.

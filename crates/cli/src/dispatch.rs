@@ -376,6 +376,10 @@ type Sent = HashMap<String, VecDeque<Instant>>;
 
 struct Dispatcher {
     db: Arc<Client>,
+    /// The connections settlements go through, one backend each: a settlement is a transaction
+    /// that commits (and runs the tool's finish function), so the deliveries in flight settle in
+    /// parallel instead of one after another on `db`'s backend.
+    settling: deadpool_postgres::Pool,
     /// For `https` endpoints.
     tls: Arc<ClientConfig>,
     /// A connection of its own for the credentials: a refresh holds their row's lock in a
@@ -495,8 +499,17 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     if let Some(metrics) = &opts.metrics {
         metrics.connection(Some(db.clone()));
     }
+    let settling = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::from_config(
+        db::config(&opts.database)?,
+        tokio_postgres::NoTls,
+        deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
+    ))
+    .max_size(opts.concurrency.clamp(1, 16))
+    .build()
+    .map_err(|e| format!("the settlements' connections: {e}"))?;
     let dispatcher = Arc::new(Dispatcher {
         db,
+        settling,
         tls: tls_config(opts.ca_file.as_deref())?,
         credentials,
         opts: opts.clone(),
@@ -801,8 +814,17 @@ impl Dispatcher {
             "PENDING" | "UNCERTAIN" if last => "DEAD",
             other => other,
         };
-        let settled = self
-            .db
+        let db = match self.settling.get().await {
+            Ok(db) => db,
+            Err(e) => {
+                return Err(format!(
+                    "cannot settle intent {} of tool {} (tenant {}) {outcome}: no connection: {e}",
+                    intent.key, intent.tool, intent.tenant
+                )
+                .into())
+            }
+        };
+        let settled = db
             .query_one(
                 "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))->>'outcome'",
                 &[
