@@ -67,7 +67,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 use tokio_postgres::Client;
 use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
@@ -380,6 +380,8 @@ struct Dispatcher {
     /// that commits (and runs the tool's finish function), so the deliveries in flight settle in
     /// parallel instead of one after another on `db`'s backend.
     settling: deadpool_postgres::Pool,
+    /// `--concurrency`: the deliveries in flight at once (the intents held beyond wait here).
+    slots: Semaphore,
     /// For `https` endpoints.
     tls: Arc<ClientConfig>,
     /// A connection of its own for the credentials: a refresh holds their row's lock in a
@@ -489,10 +491,11 @@ impl Held {
 /// another dispatcher (nothing settled by this one).
 type Delivered = Result<Option<String>>;
 
-/// One connection's run: `run` without the reconnection. Deliveries stream: an intent is claimed
-/// only when a slot of `concurrency` is free for it, so every intent this process holds is being
-/// delivered, never waiting behind another (a claim's lease covers one delivery, renewed while it
-/// lasts); a slot freed is filled at once, without waiting for the others.
+/// One connection's run: `run` without the reconnection. Deliveries stream: `concurrency` of them
+/// in flight, a slot freed filled at once without waiting for the others; the process holds at
+/// most as many intents again, waiting for a slot, and every intent it holds, waiting or in
+/// flight, has its claim renewed every third of the lease, so no other dispatcher takes it
+/// meanwhile (and a claim fetches several intents, not one commit an intent).
 async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let db = Arc::new(db::connect_to(&opts.database).await?);
     let credentials = Mutex::new(db::connect_to(&opts.database).await?);
@@ -510,6 +513,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     let dispatcher = Arc::new(Dispatcher {
         db,
         settling,
+        slots: Semaphore::new(opts.concurrency.max(1)),
         tls: tls_config(opts.ca_file.as_deref())?,
         credentials,
         opts: opts.clone(),
@@ -531,8 +535,11 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
         if stop.as_ref().is_some_and(|s| *s.borrow()) {
             return dispatcher.shut_down(tasks, holding, report).await;
         }
-        let free = slots - tasks.len();
-        if claiming && free > 0 {
+        // It holds up to twice its slots: those beyond wait for a slot, their claims renewed
+        // meanwhile, so a claim fetches several intents at once instead of one commit an intent;
+        // it claims again once half its slots' worth can be fetched, or when nothing waits.
+        let free = 2 * slots - tasks.len();
+        if claiming && (free >= slots.div_ceil(2) || tasks.len() < slots) {
             let intents = dispatcher.claim(free.min(opts.batch.max(1) as usize) as i32).await?;
             report.claimed += intents.len();
             let mut fresh = 0;
@@ -559,7 +566,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
             continue;
         }
         // A delivery ends, or, with a slot free, the next poll comes, or the dispatcher is stopped.
-        let poll = tasks.len() < slots && claiming;
+        let poll = tasks.len() < 2 * slots && claiming;
         tokio::select! {
             done = tasks.join_next_with_id() => {
                 if let Some(done) = done {
@@ -741,7 +748,11 @@ impl Dispatcher {
         let settlement = if intent.state == "PARTIAL" {
             settled("SUCCEEDED", Value::Null)
         } else {
-            match self.keep(&intent, &held, self.deliver(&intent, &held)).await {
+            let delivery = async {
+                let _slot = self.slots.acquire().await;
+                self.deliver(&intent, &held).await
+            };
+            match self.keep(&intent, &held, delivery).await {
                 Some(s) => {
                     self.breaker(&intent.endpoint, &s);
                     s

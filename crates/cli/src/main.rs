@@ -133,8 +133,8 @@ enum Command {
         once: bool,
         #[arg(long, default_value_t = 2.0)]
         poll: f64,
-        /// Intents claimed at a time at most (never more than there are free slots of
-        /// --concurrency: an intent is claimed only when it can be sent at once).
+        /// Intents claimed at a time at most (it holds at most twice --concurrency: those beyond
+        /// the slots wait for one, their claims renewed meanwhile).
         #[arg(long, default_value_t = 32)]
         batch: i32,
         /// Intents in flight at once; a slot freed is filled at once.

@@ -85,7 +85,11 @@ impl Default for Metrics {
             deliveries.clone(),
         );
         registry.register("delivery_seconds", "An attempt's time, from its claim to its settlement", latency.clone());
-        registry.register("in_flight", "Deliveries in flight in this dispatcher", in_flight.clone());
+        registry.register(
+            "held",
+            "Intents this dispatcher holds: in flight, or claimed and waiting for a slot",
+            in_flight.clone(),
+        );
         registry.register("due", "Intents due now, not yet claimed (every dispatcher's queue)", due.clone());
         registry.register(
             "oldest_due_seconds",
