@@ -168,7 +168,9 @@ def dispatch_section(dispatch_path):
            "write each, and every outbox row is SUCCEEDED with its dispatch audit row, or the benchmark fails. "
            "The fake answers a write PENDING and the dispatcher polls its protocol first 50 ms later, so an intent "
            "spends at least 50 ms in flight: concurrency × 20 intents/s is the ceiling. Each figure is the "
-           "concurrency's median round.\n",
+           "concurrency's median round. The dispatcher on its own (an ERP answering at once, its CPU per delivery, "
+           "the queue's lag while a client enqueues) is `scripts/bench-dispatch.sh`'s: "
+           "[benchmarks-dispatch.md](benchmarks-dispatch.md).\n",
            "| intents in flight | batch | intents/s | range | seconds per run |", "|---:|---:|---:|---:|---:|"]
     for c in sorted(rounds):
         runs = rounds[c]
