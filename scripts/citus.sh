@@ -285,6 +285,132 @@ log "every invariant held"
 }
 if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
 
+# The outbox on the cluster (the suite only): the supplier's outbox tool, intents of eight tenants
+# on both workers, two dispatchers draining them at once. Citus locks rows only within one shard,
+# so each dispatcher claims tenant by tenant (toolgate.tenant_claim_outbox, delegated to the node
+# holding the tenant) and settles there (the tool's finish function with it). Judged from the
+# fake ERP's own ledger and the tables: every intent written once and applied once, no key
+# refused as in flight (what a second sender would meet), every intent SUCCEEDED with its
+# purchase recorded once, both dispatchers at work, every dispatch audit row drawn on its
+# tenant's node, and claim_outbox refusing the cluster with a clear error.
+outbox_with_two_dispatchers() {
+step "the outbox on the cluster: two dispatchers, claims and settlements on each tenant's node"
+local otenants=(out-a out-b out-c out-d out-e out-f out-g out-h) per=25 erp_port token t i
+local olist
+olist="'$(printf "%s','" "${otenants[@]}" | sed "s/','$//")'"
+cargo build --quiet -p toolgate-fake-erp
+erp_port=$(free_port "$((cport + 20))")
+token="rt-citus-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+"${CARGO_TARGET_DIR:-$root/target}/debug/toolgate-fake-erp" --listen "127.0.0.1:$erp_port" --refresh-token "$token" \
+    --per-second 0 --per-minute 0 --async-delay-ms 50 >"$work/erp.out" 2>&1 &
+erp_pid=$!
+for _ in $(seq 50); do grep -q listen "$work/erp.out" && break; sleep 0.1; done
+grep -q listen "$work/erp.out" || { log "the fake ERP did not start: $(cat "$work/erp.out")"; exit 1; }
+printf '%s' "$token" >"$work/supplier.token"
+chmod 600 "$work/supplier.token"
+# The tool (its functions made on the coordinator alone, then on every node by distribute()),
+# pointed at the fake ERP, without the example's rate limits.
+{ echo "SET citus.enable_ddl_propagation = off;"; cat "$root/examples/maintenance/supplier.sql"; } |
+    sql "$coordinator" "$cport" "$db" >/dev/null
+sql "$coordinator" "$cport" "$db" >/dev/null <<SQL
+SELECT count(*) FROM toolgate.distribute();
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA maintenance FROM PUBLIC;
+SELECT toolgate.repoint_erp_endpoint('supplier', 'http://127.0.0.1:$erp_port');
+SELECT toolgate.add_erp_endpoint('supplier', 'http://127.0.0.1:$erp_port', 'refresh_token');
+CREATE ROLE toolgate_citus_dispatcher LOGIN IN ROLE toolgate_dispatcher;
+SET ROLE toolgate_admin;
+$(for t in "${otenants[@]}"; do
+    echo "SELECT toolgate.add_tenant('$t', 'Outbox $t');"
+    echo "SELECT toolgate.set_policy('$t', 'order_part_from_supplier', true, ARRAY['supervisor'], 0, max_value => 1000, max_calls_per_conversation => 1000);"
+done)
+RESET ROLE;
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
+SELECT t, g::text, 'open', true FROM unnest(ARRAY[$olist]) t, generate_series(1, $per) g;
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity)
+SELECT t, 'P-1', 'Filtro', 10.00, 5 FROM unnest(ARRAY[$olist]) t;
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget)
+SELECT t, 'CC-O', 'Fornecedor', 100000.00 FROM unnest(ARRAY[$olist]) t;
+SQL
+# The calls, each a statement of its own (so Citus delegates it), as the agents' login.
+for t in "${otenants[@]}"; do
+    token=$(identity_token "$t" "$coordinator $cport")
+    for i in $(seq "$per"); do
+        echo "SELECT toolgate.tenant_call('$t', '$token', 'buy-$t', 'order_part_from_supplier', '{\"order_id\": \"$i\", \"part_id\": \"P-1\", \"quantity\": 1, \"cost_center\": \"CC-O\", \"idempotency_key\": \"supplier-key-$i\"}');"
+    done
+done >"$work/outbox-calls.sql"
+"$PGBIN/psql" -X -q -At -h "$coordinator" -p "$cport" -U toolgate_citus_app -d "$db" -v ON_ERROR_STOP=1 \
+    -f "$work/outbox-calls.sql" >"$work/outbox-calls.out"
+local queued
+queued=$(grep -c '"outcome": "PENDING"' "$work/outbox-calls.out" || true)
+log "$queued intents queued by $((${#otenants[@]} * per)) calls of ${#otenants[@]} tenants"
+[ "$queued" = $((${#otenants[@]} * per)) ] || { log "not every call was queued: $(sort "$work/outbox-calls.out" | uniq -c | head -3)"; exit 1; }
+# What a dispatcher meets on a cluster if it claims across tenants.
+local refused
+refused=$(sql "$coordinator" "$cport" "$db" -c "SELECT count(*) FROM toolgate.claim_outbox(1)" 2>&1 || true)
+case $refused in
+*"distributed by tenant"*) log "claim_outbox across tenants refused: $(sed -n 's/^ERROR: *//p' <<<"$refused")" ;;
+*) log "claim_outbox across tenants was not refused: $refused"; exit 1 ;;
+esac
+# Two dispatchers at once, each draining until nothing is due.
+local d pids=()
+for d in 1 2; do
+    "$TOOLGATE_BIN" dispatch --database "host=$coordinator port=$cport dbname=$db user=toolgate_citus_dispatcher" \
+        --once --concurrency 4 --batch 8 --allow-origin "http://127.0.0.1:$erp_port" --allow-private-addresses \
+        --refresh-token-file "supplier=$work/supplier.token" --retry-delay 1 \
+        >"$work/dispatch-$d.out" 2>"$work/dispatch-$d.err" &
+    pids+=($!)
+done
+for d in "${pids[@]}"; do wait "$d" || { log "a dispatcher failed: $(cat "$work"/dispatch-*.err)"; exit 1; }; done
+local erp counts
+erp=$(curl -s "http://127.0.0.1:$erp_port/_fake/effects")
+kill "$erp_pid" 2>/dev/null || true
+counts=$(python3 -c '
+import json, sys
+e = json.loads(sys.argv[1])
+w = e["writes_by_key"].values()
+print("erp_effects=%d keys_written=%d written_twice=%d in_flight_refused=%d orders_twice=%d" % (
+    e["effects"], len(e["writes_by_key"]), sum(1 for n in w if n > 1), e["in_progress_refused"],
+    sum(1 for n in e["by_order"].values() if n > 1)))
+for d in sys.argv[2:]:
+    print("dispatcher%s=%d" % (d[-5], json.load(open(d))["settled"].get("SUCCEEDED", 0)))
+' "$erp" "$work/dispatch-1.out" "$work/dispatch-2.out" | tr '\n' ' ')
+counts+=$(sql "$coordinator" "$cport" "$db" <<SQL
+WITH o AS MATERIALIZED (SELECT state FROM toolgate.outbox WHERE tenant_id IN ($olist)),
+     a AS MATERIALIZED (SELECT tenant_id, audit_id >> 48 AS on_group FROM toolgate.audit
+                         WHERE tenant_id IN ($olist) AND kind = 'dispatch')
+SELECT concat_ws(' ',
+    'succeeded=' || (SELECT count(*) FROM o WHERE state = 'SUCCEEDED'),
+    'not_succeeded=' || (SELECT count(*) FROM o WHERE state <> 'SUCCEEDED'),
+    'purchases=' || (SELECT count(*) FROM maintenance.purchases WHERE tenant_id IN ($olist)),
+    'purchases_twice=' || (SELECT count(*) FROM (SELECT 1 FROM maintenance.purchases WHERE tenant_id IN ($olist)
+                                                  GROUP BY tenant_id, idempotency_key HAVING count(*) > 1) d),
+    'dispatch_audit_rows=' || (SELECT count(*) FROM a),
+    'audit_off_its_node=' || (SELECT count(*) FROM a WHERE on_group <> (SELECT p.groupid FROM pg_dist_placement p
+                               WHERE p.shardid = get_shard_id_for_distribution_column('toolgate.audit', a.tenant_id))))
+SQL
+)
+log "outbox: $counts"
+declare -A v
+local kv bad=() n=$((${#otenants[@]} * per))
+for kv in $counts; do v[${kv%%=*}]=${kv#*=}; done
+[ "${v[erp_effects]}" = "$n" ] && [ "${v[keys_written]}" = "$n" ] || bad+=("the ERP did not apply each intent")
+[ "${v[written_twice]}" = 0 ] || bad+=("a key was sent twice")
+[ "${v[in_flight_refused]}" = 0 ] || bad+=("a key was sent while in flight (two senders)")
+[ "${v[orders_twice]}" = 0 ] || bad+=("an order was bought twice at the ERP")
+[ "${v[succeeded]}" = "$n" ] && [ "${v[not_succeeded]}" = 0 ] || bad+=("not every intent SUCCEEDED")
+[ "${v[purchases]}" = "$n" ] && [ "${v[purchases_twice]}" = 0 ] || bad+=("the follow-up did not run once per intent")
+[ "${v[dispatcher1]}" -gt 0 ] && [ "${v[dispatcher2]}" -gt 0 ] || bad+=("a dispatcher settled nothing")
+[ "$((v[dispatcher1] + v[dispatcher2]))" = "$n" ] || bad+=("the dispatchers' settlements differ from the intents")
+[ "${v[dispatch_audit_rows]}" -ge $((2 * n)) ] || bad+=("attempts without their audit rows")
+[ "${v[audit_off_its_node]}" = 0 ] || bad+=("a claim or settlement ran off its tenant's node")
+if [ ${#bad[@]} -gt 0 ]; then
+    for b in "${bad[@]}"; do log "BROKEN: $b"; done
+    exit 1
+fi
+log "every intent applied once, by one of two dispatchers, claimed and settled on its tenant's node"
+}
+if [ "$mode" = suite ]; then outbox_with_two_dispatchers; fi
+
 step "the benchmark's distributed row: tier-0 closes through tenant_call, one node and the cluster"
 # A single node beside the cluster, with the same set-up scenario and the same tenants.
 CLUSTER_CONF='' throwaway_cluster single "$((cport + 10))"

@@ -93,7 +93,7 @@ INTERNAL = {
     "check_jwks", "check_locale", "check_tool_name", "check_tool_schema", "check_write_contract",
     "check_write_options", "config_changed", "definer_fault", "gate_explain", "hardening_refuse_unfit",
     "hardening_setting_ms", "iso_utc", "large_object_functions", "outbox_finish", "outbox_for_a_person", "outbox_person_checks",
-    "outbox_settle", "parse_public_key",
+    "outbox_claim", "outbox_settle", "parse_public_key",
     "record_tool", "require_administrator", "search_path_names", "signal_config_change",
     "check_endpoint_url", "endpoint_at", "endpoint_origin", "mark_untrusted",
 }

@@ -9,7 +9,9 @@
 --     node, read locally by every call;
 --   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read) delegated to
 --     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
---     row-level security on toolgate.current_tenant() included, runs in one backend there;
+--     row-level security on toolgate.current_tenant() included, runs in one backend there; so
+--     are the outbox's, which name a tenant (tenant_claim_outbox, renew_outbox, settle_outbox with
+--     the tool's finish function, resolve_outbox, requeue_outbox);
 --   * the ERP's tables it is given distributed by their tenant_id and co-located with the gate's
 --     (a table whose tenant is another column: create_distributed_table(…, colocate_with =>
 --     'toolgate.ledger') by hand, before);
@@ -29,7 +31,12 @@ DECLARE
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
-                                          'toolgate.tenant_confirm(text,text,text)'];
+                                          'toolgate.tenant_confirm(text,text,text)',
+                                          'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
+                                          'toolgate.renew_outbox(text,text,text,uuid,interval)',
+                                          'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval)',
+                                          'toolgate.resolve_outbox(text,text,text,text,text,jsonb)',
+                                          'toolgate.requeue_outbox(text,text,text,text)'];
     t text;
     erp regclass;
     fk record;

@@ -79,6 +79,8 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
 -- answered, and nothing else; it reads no table.
 GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval, text[]),
+                          toolgate.tenant_claim_outbox(text, integer, interval, text[]),
+                          toolgate.outbox_due_tenants(integer, text[]), toolgate.outbox_distributed(),
                           toolgate.renew_outbox(text, text, text, uuid, interval),
                           toolgate.outbox_gauges(),
                           toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),

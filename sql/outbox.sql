@@ -380,12 +380,100 @@ COMMENT ON FUNCTION toolgate.define_outbox_tool(text, text, jsonb, boolean, regp
 -- `{"phase": "start", "attempt": n, …}`): an attempt cut short by a kill still leaves its row.
 -- `skip` names endpoints to leave alone (the dispatcher's open circuit breakers: an ERP that
 -- keeps failing does not take every slot from the others).
+-- On a Citus cluster (toolgate.distribute()) the outbox is split by tenant and Citus locks rows
+-- only within one shard: claim_outbox refuses there, and the dispatcher claims tenant by tenant
+-- instead (toolgate.outbox_due_tenants, then toolgate.tenant_claim_outbox).
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes', skip text[] DEFAULT '{}')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
                state text, claim uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
+BEGIN
+    IF toolgate.outbox_distributed() THEN
+        RAISE EXCEPTION 'the outbox is distributed by tenant (Citus): claim tenant by tenant'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'toolgate.outbox_due_tenants() names the tenants with intents due; toolgate.tenant_claim_outbox(tenant, …) claims one tenant''s on the node that holds it. toolgate dispatch does so by itself.';
+    END IF;
+    RETURN QUERY SELECT * FROM toolgate.outbox_claim(NULL, batch, lease, skip);
+END
+$$;
+COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval, text[]) IS
+    'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
+
+-- claim_outbox for one tenant's intents, as a JSON array of claim_outbox's rows (a function
+-- Citus delegates answers one value): the dispatcher's claim on a Citus cluster, where
+-- toolgate.distribute() delegates it to the node that holds the tenant, so the whole claim (the
+-- rows locked, leased, their attempts audited) runs in one backend there. Works on one node too.
+CREATE FUNCTION toolgate.tenant_claim_outbox(tenant text, batch integer, lease interval DEFAULT '5 minutes',
+                                             skip text[] DEFAULT '{}')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant is required' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(c)), '[]')
+              FROM toolgate.outbox_claim(tenant, batch, lease, skip) c);
+END
+$$;
+COMMENT ON FUNCTION toolgate.tenant_claim_outbox(text, integer, interval, text[]) IS
+    'The dispatcher''s on Citus: claim_outbox for one tenant''s intents (a JSON array of its rows), delegated to the tenant''s node.';
+
+-- The tenants with intents due now (as claim_outbox counts them), the longest-waiting first, and
+-- how many each: what the dispatcher claims from, tenant by tenant, on a Citus cluster. A read
+-- of every node; it locks nothing.
+CREATE FUNCTION toolgate.outbox_due_tenants(lim integer DEFAULT 64, skip text[] DEFAULT '{}')
+RETURNS TABLE (tenant_id text, due bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    -- PL/pgSQL: Citus plans no parameter of a SQL function.
+    RETURN QUERY
+    SELECT o.tenant_id, count(*)
+      FROM toolgate.outbox o
+     WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+       AND o.endpoint <> ALL (coalesce(skip, '{}'))
+       AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
+     GROUP BY o.tenant_id
+     ORDER BY min(o.next_attempt_at), o.tenant_id
+     LIMIT greatest(coalesce(lim, 64), 1);
+END
+$$;
+COMMENT ON FUNCTION toolgate.outbox_due_tenants(integer, text[]) IS
+    'The dispatcher''s on Citus: the tenants with intents due now, longest-waiting first, and how many each.';
+
+-- Whether the outbox is a Citus table (toolgate.distribute() ran): claims are then per tenant.
+CREATE FUNCTION toolgate.outbox_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.outbox''::regclass)'
+           INTO distributed;
+    END IF;
+    RETURN distributed;
+END
+$$;
+COMMENT ON FUNCTION toolgate.outbox_distributed() IS
+    'True when the outbox is distributed by tenant (Citus): the dispatcher claims tenant by tenant.';
+
+-- The claim itself, claim_outbox's and tenant_claim_outbox's: every tenant's intents (`tenant`
+-- NULL) or one tenant's. The time and the claims' random part are drawn once, before the
+-- statement: Citus runs no volatile function in an UPDATE of a distributed table. Each claim is
+-- still its own: the random part and the intent's tool and key, hashed.
+CREATE FUNCTION toolgate.outbox_claim(tenant text, batch integer, lease interval, skip text[])
+RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
+               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
+               state text, claim uuid)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    at constant timestamptz := pg_catalog.clock_timestamp();
+    seed constant text := pg_catalog.gen_random_uuid()::text;
 BEGIN
     IF batch IS NULL OR batch < 1 OR batch > 1000 THEN
         RAISE EXCEPTION 'batch is between 1 and 1000, not %', coalesce(batch::text, 'NULL')
@@ -398,7 +486,8 @@ BEGIN
     WITH due AS (
         SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
           FROM toolgate.outbox o
-         WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.clock_timestamp()
+         WHERE (tenant IS NULL OR o.tenant_id = tenant)
+           AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= at
            AND o.endpoint <> ALL (coalesce(skip, '{}'))
            AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
                             WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
@@ -407,11 +496,12 @@ BEGIN
            FOR UPDATE OF o SKIP LOCKED
     ), claimed AS (
         UPDATE toolgate.outbox o
-           SET attempts = o.attempts + 1, claimed_at = pg_catalog.clock_timestamp(),
-               next_attempt_at = pg_catalog.clock_timestamp() + lease, in_doubt = o.state <> 'PARTIAL',
-               claim = pg_catalog.gen_random_uuid()
+           SET attempts = o.attempts + 1, claimed_at = at, next_attempt_at = at + lease,
+               in_doubt = o.state <> 'PARTIAL',
+               claim = pg_catalog.md5(seed || '/' || o.tool || '/' || o.idempotency_key)::uuid
           FROM due
-         WHERE (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
+         WHERE (tenant IS NULL OR o.tenant_id = tenant)
+           AND (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
         RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
                   due.in_doubt AS sent_before, o.claim, o.target, o.proposal_id, o.actor
     ), started AS (
@@ -429,8 +519,8 @@ BEGIN
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
 $$;
-COMMENT ON FUNCTION toolgate.claim_outbox(integer, interval, text[]) IS
-    'The dispatcher''s: claim up to batch due intents (FOR UPDATE SKIP LOCKED) while writes are on for their tools.';
+COMMENT ON FUNCTION toolgate.outbox_claim(text, integer, interval, text[]) IS
+    'claim_outbox''s and tenant_claim_outbox''s claim of due intents, every tenant''s or one''s; executable by no role.';
 
 -- Keep a claim: put the intent's next attempt `lease` ahead again, while the dispatcher that
 -- holds it is still delivering it (a slow ERP, the async protocol polled, 429s waited out), so no
@@ -442,11 +532,14 @@ CREATE FUNCTION toolgate.renew_outbox(tenant text, tool text, key text, claim uu
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
+DECLARE
+    -- Drawn before the statement: Citus runs no volatile function in an UPDATE of its tables.
+    at constant timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     IF lease IS NULL OR lease < interval '1 second' THEN
         RAISE EXCEPTION 'lease is at least a second' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    UPDATE toolgate.outbox o SET next_attempt_at = pg_catalog.clock_timestamp() + lease
+    UPDATE toolgate.outbox o SET next_attempt_at = at + lease
      WHERE o.tenant_id = tenant AND o.tool = renew_outbox.tool AND o.idempotency_key = key
        AND o.claim = renew_outbox.claim AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
     RETURN FOUND;
@@ -556,6 +649,9 @@ DECLARE
     stored jsonb;
     error text;
     finished jsonb;
+    at timestamptz;
+    next_at timestamptz;
+    doubt boolean;
 BEGIN
     -- What the ERP said, as a short word for the outbox and the audit (never its body there).
     error := CASE WHEN pg_catalog.jsonb_typeof(answer) = 'object' AND answer ? 'error'
@@ -613,19 +709,25 @@ BEGIN
         stored := stored || '{"rule": "erp_rejected"}'::jsonb;
     END IF;
 
+    -- After the finish function; reckoned before the statement (Citus runs no volatile function
+    -- in an UPDATE of its tables, nor a stable one in its CASE).
+    at := pg_catalog.clock_timestamp();
+    next_at := at + retry_in;
+    -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such key,
+    -- but the request may still be on its way); not when nothing left the dispatcher. (Reckoned
+    -- here too: Citus mistakes a CASE on a parameter in an UPDATE.)
+    doubt := CASE new_state WHEN 'UNCERTAIN' THEN true
+                 WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable', 'unauthorized',
+                                                            'rate_limited', 'origin_not_allowed',
+                                                            'address_not_allowed'), true)
+                 ELSE false END;
     UPDATE toolgate.outbox o
        SET state = new_state, last_error = error, claim = NULL,
-           -- In doubt: UNCERTAIN, or PENDING after a request went out (the ERP said it has no such
-           -- key, but the request may still be on its way); not when nothing left the dispatcher.
-           in_doubt = CASE new_state WHEN 'UNCERTAIN' THEN true
-                          WHEN 'PENDING' THEN coalesce(error NOT IN ('no_connection', 'endpoint_unreachable',
-                                                                     'unauthorized', 'rate_limited',
-                                                                     'origin_not_allowed', 'address_not_allowed'), true)
-                          ELSE false END,
+           in_doubt = doubt,
            erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
-           settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN pg_catalog.clock_timestamp() END,
-           next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL')
-                                  THEN pg_catalog.clock_timestamp() + retry_in ELSE o.next_attempt_at END
+           settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN at END,
+           next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') THEN next_at
+                                  ELSE o.next_attempt_at END
      WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
     UPDATE toolgate.ledger l SET reply = stored, settled_at = pg_catalog.now()
      WHERE l.tenant_id = intent.tenant_id AND l.tool = intent.tool AND l.idempotency_key = intent.idempotency_key
@@ -703,12 +805,13 @@ AS $$
 DECLARE
     intent toolgate.outbox;
     who text := toolgate.caller();
+    at constant timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     PERFORM toolgate.outbox_person_checks(who, note);
     intent := toolgate.outbox_for_a_person(tenant, tool, key);
     UPDATE toolgate.outbox o
        SET state = 'UNCERTAIN', attempts = 0, in_doubt = true, claim = NULL, settled_at = NULL,
-           next_attempt_at = pg_catalog.clock_timestamp()
+           next_attempt_at = at
      WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
     VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, 'UNCERTAIN', 0,

@@ -1218,3 +1218,76 @@ async fn a_failing_erp_opens_its_circuit_and_starves_no_other() {
         count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE endpoint = 'down_erp' AND attempts = 0").await;
     assert!(untouched >= 3, "the circuit left {untouched} of 6 alone");
 }
+
+/// Where the outbox is distributed by tenant (Citus, `toolgate.outbox_distributed()` true), rows
+/// are locked only within one shard: `claim_outbox` refuses, and dispatchers claim tenant by
+/// tenant (`outbox_due_tenants`, then `tenant_claim_outbox`, a call Citus delegates to the
+/// tenant's node). Here, on one node, that function is made to say so, and two dispatchers drain
+/// two tenants' intents that way: each sent once. (`scripts/citus.sh` runs it on a cluster.)
+#[tokio::test]
+async fn where_the_outbox_is_distributed_claims_go_tenant_by_tenant() {
+    let s = setup("dispatch_per_tenant").await;
+    s.root
+        .batch_execute(&format!(
+            "INSERT INTO remote.orders SELECT 'shopping-b', 'o' || i FROM generate_series(1, 40) i;
+             SELECT toolgate.set_policy('shopping-b', '{TOOL}', allowed => true, roles => ARRAY['supervisor'], tier => 0);"
+        ))
+        .await
+        .unwrap();
+    let b = s.lab.supervisor_b();
+    for i in 1..=6 {
+        assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("tenant-key-{i}")).await), ("PENDING", "-"));
+        let args = json!({"order_id": format!("o{i}"), "part": "filter", "quantity": 2,
+                          "idempotency_key": format!("tenant-key-{i}")});
+        let reply =
+            toolgate_cli::db::json(&s.app, "SELECT toolgate.call($1, 'conv-erp-b', $2, $3)", &[&b, &TOOL, &args])
+                .await
+                .unwrap();
+        assert_eq!(outcome(&reply), ("PENDING", "-"));
+    }
+    s.root
+        .batch_execute(
+            "CREATE OR REPLACE FUNCTION toolgate.outbox_distributed() RETURNS boolean
+             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 'SELECT true'",
+        )
+        .await
+        .unwrap();
+    let dispatcher = s.lab.connect(DISPATCHER).await.unwrap();
+    let refused = dispatcher.query("SELECT * FROM toolgate.claim_outbox(8)", &[]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED), "{refused}");
+    let due: Vec<(String, i64)> = dispatcher
+        .query("SELECT tenant_id, due FROM toolgate.outbox_due_tenants()", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut tenants = due.clone();
+    tenants.sort();
+    assert_eq!(tenants, [("shopping-a".to_string(), 6), ("shopping-b".to_string(), 6)]);
+    // One tenant's claim holds that tenant's intents and no other's (rolled back: the dispatchers
+    // below claim them).
+    dispatcher.batch_execute("BEGIN").await.unwrap();
+    let claimed: Value = dispatcher
+        .query_one("SELECT toolgate.tenant_claim_outbox('shopping-b', 100, interval '1 minute')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let claimed = claimed.as_array().unwrap();
+    assert_eq!(claimed.len(), 6, "{claimed:?}");
+    assert!(claimed.iter().all(|c| c["tenant_id"] == "shopping-b" && c["claim"].is_string()), "{claimed:?}");
+    dispatcher.batch_execute("ROLLBACK").await.unwrap();
+
+    let mut one = s.options();
+    one.batch = 3;
+    one.concurrency = 2;
+    let two = one.clone();
+    let (r1, r2) = tokio::join!(dispatch::run(&one), dispatch::run(&two));
+    let (r1, r2) = (r1.unwrap(), r2.unwrap());
+    assert_eq!(r1.count("SUCCEEDED") + r2.count("SUCCEEDED"), 12, "{r1:?} {r2:?}");
+    assert_eq!((s.erp("effects"), s.erp("writes_received"), s.erp("in_progress_refused")), (12, 12, 0));
+    assert_eq!(
+        count(&s.root, "SELECT count(*) FROM toolgate.outbox WHERE state = 'SUCCEEDED' AND attempts = 1").await,
+        12
+    );
+}

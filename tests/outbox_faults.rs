@@ -585,3 +585,20 @@ async fn an_erp_without_the_async_protocol() {
     s.settle_row("no async protocol: 200 DONE at once", &intents, Final::Succeeded, Learned::Answer, &s.options())
         .await;
 }
+
+/// An answer larger than the dispatcher reads (`--max-answer-bytes`), on the write and on the
+/// state query alike: never kept, the intent left UNCERTAIN and asked again; once the ERP answers
+/// in a sane size, SUCCEEDED, applied once (security review 3's T4 has the single-step version).
+#[tokio::test]
+async fn oversized_answer() {
+    let s = setup("faults_huge").await;
+    let intents = s.intents("huge-key", 2).await;
+    let opts = Options { max_answer_bytes: 64 * 1024, ..s.options() };
+    s.erp.queue_fault(Fault::Huge(1024 * 1024), 2, Matcher::parse("POST /purchases").unwrap());
+    s.erp.queue_fault(Fault::Huge(1024 * 1024), 2, Matcher::parse("GET /requests").unwrap());
+    assert_eq!(s.dispatch_with(&opts).await.count("UNCERTAIN"), 2);
+    s.settle_row("an answer of 1 MiB, over --max-answer-bytes", &intents, Final::Succeeded, Learned::Reconciled, &opts)
+        .await;
+    let largest = count(&s.root, "SELECT max(pg_column_size(reply))::bigint FROM toolgate.ledger").await;
+    assert!(largest < 64 * 1024, "a ledger reply of {largest} bytes");
+}

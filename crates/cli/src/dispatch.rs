@@ -2,7 +2,8 @@
 //!
 //! Logged in as a member of `toolgate_dispatcher`, it claims the intents that are due with
 //! `toolgate.claim_outbox` (`FOR UPDATE SKIP LOCKED`: several dispatchers side by side; nothing
-//! while writes are off for the tool), sends each with the idempotency key
+//! while writes are off for the tool; on a Citus cluster tenant by tenant, each claim delegated to
+//! the tenant's node: `toolgate.tenant_claim_outbox`), sends each with the idempotency key
 //! `TENANT:TOOL:KEY` (the agent's key percent-encoded; the same for every attempt of an intent),
 //! and settles what the ERP answered with `toolgate.settle_outbox`, which writes the outbox row,
 //! the ledger's reply for the key and an audit row of kind `dispatch` in one transaction.
@@ -11,7 +12,9 @@
 //! - `2xx` with `{"status": "PENDING", "protocol": P}` (the async protocol): `GET /protocols/P` is
 //!   polled until `DONE` (SUCCEEDED) or `REJECTED` (REJECTED `erp_rejected`), for a bounded time;
 //!   still pending then: UNCERTAIN, and the next attempt asks the ERP by key first;
-//! - any other `2xx`: SUCCEEDED, with the ERP's answer;
+//! - any other `2xx`: read by its `status` word (the contract in docs/binding.md): done is
+//!   SUCCEEDED with the ERP's answer, a refusal REJECTED, PENDING without a protocol asked for by
+//!   key, a word the contract does not know UNCERTAIN;
 //! - `401`: the access token is refreshed (one refresh for any number of requests that met the
 //!   same stale token, in this process and in every other dispatcher: `toolgate.erp_credentials`)
 //!   and the request sent again;
@@ -241,11 +244,13 @@ impl Report {
     }
 }
 
-/// One claimed intent.
-#[derive(Clone, Debug)]
+/// One claimed intent: a row of `toolgate.claim_outbox`, as JSON.
+#[derive(Clone, Debug, serde::Deserialize)]
 struct Intent {
+    #[serde(rename = "tenant_id")]
     tenant: String,
     tool: String,
+    #[serde(rename = "idempotency_key")]
     key: String,
     endpoint: String,
     base_url: String,
@@ -393,6 +398,9 @@ struct Dispatcher {
     sent: Mutex<Sent>,
     /// Per endpoint.
     breakers: std::sync::Mutex<HashMap<String, Breaker>>,
+    /// The outbox is distributed by tenant (Citus, `toolgate.outbox_distributed()`): claims are
+    /// made tenant by tenant, each on the node that holds the tenant.
+    per_tenant: bool,
 }
 
 /// An endpoint's circuit breaker: attempts in a row that could not reach it, and, once open,
@@ -510,7 +518,9 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     .max_size(opts.concurrency.clamp(1, 16))
     .build()
     .map_err(|e| format!("the settlements' connections: {e}"))?;
+    let per_tenant: bool = db.query_one("SELECT toolgate.outbox_distributed()", &[]).await?.get(0);
     let dispatcher = Arc::new(Dispatcher {
+        per_tenant,
         db,
         settling,
         slots: Semaphore::new(opts.concurrency.max(1)),
@@ -706,40 +716,48 @@ impl Dispatcher {
         }
     }
 
-    /// Claim up to `n` due intents, each with its lease as this process counts it.
+    /// Claim up to `n` due intents, each with its lease as this process counts it. On one node,
+    /// one `toolgate.claim_outbox`; on a Citus cluster, the tenants with intents due, longest
+    /// waiting first (`toolgate.outbox_due_tenants`), then `toolgate.tenant_claim_outbox` for each
+    /// until `n` are held: a call Citus delegates to the node that holds the tenant, since it
+    /// locks rows only within one shard.
     async fn claim(&self, n: i32) -> Result<Vec<(Intent, Held)>> {
         let asked = Instant::now();
         let skip = self.open_circuits();
-        let rows = self
-            .db
-            .query(
-                "SELECT tenant_id, tool, idempotency_key, base_url, auth_kind, per_second, per_minute, request, \
-                 attempts, sent_before, state, endpoint, claim::text \
-                 FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2), $3)",
-                &[&n, &self.opts.lease.as_secs_f64(), &skip],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let intent = Intent {
-                    tenant: r.get(0),
-                    tool: r.get(1),
-                    key: r.get(2),
-                    base_url: r.get(3),
-                    auth_kind: r.get(4),
-                    per_second: r.get(5),
-                    per_minute: r.get(6),
-                    request: r.get(7),
-                    attempts: r.get(8),
-                    sent_before: r.get(9),
-                    state: r.get(10),
-                    endpoint: r.get(11),
-                    claim: r.get(12),
-                };
-                (intent, Held::new(asked + self.opts.lease))
-            })
-            .collect())
+        let lease = self.opts.lease.as_secs_f64();
+        let mut claimed: Vec<Intent> = Vec::new();
+        if self.per_tenant {
+            let tenants =
+                self.db.query("SELECT tenant_id, due FROM toolgate.outbox_due_tenants($1, $2)", &[&n, &skip]).await?;
+            for t in &tenants {
+                let left = n - claimed.len() as i32;
+                if left <= 0 {
+                    break;
+                }
+                let (tenant, due): (String, i64) = (t.get(0), t.get(1));
+                let batch = left.min(i32::try_from(due).unwrap_or(i32::MAX));
+                // As Citus delegates it: the function alone, its arguments parameters.
+                let row = self
+                    .db
+                    .query_one(
+                        "SELECT toolgate.tenant_claim_outbox($1, $2, pg_catalog.make_interval(secs => $3), $4)",
+                        &[&tenant, &batch, &lease, &skip],
+                    )
+                    .await?;
+                claimed.extend(serde_json::from_value::<Vec<Intent>>(row.get(0))?);
+            }
+        } else {
+            let row = self
+                .db
+                .query_one(
+                    "SELECT coalesce(pg_catalog.jsonb_agg(c), '[]') \
+                     FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2), $3) c",
+                    &[&n, &lease, &skip],
+                )
+                .await?;
+            claimed = serde_json::from_value(row.get(0))?;
+        }
+        Ok(claimed.into_iter().map(|intent| (intent, Held::new(asked + self.opts.lease))).collect())
     }
 
     /// Deliver one claimed intent and settle it, the claim renewed meanwhile.
@@ -837,7 +855,8 @@ impl Dispatcher {
         };
         let settled = db
             .query_one(
-                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))->>'outcome'",
+                // The function alone in the statement: Citus delegates it to the tenant's node.
+                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))",
                 &[
                     &intent.tenant,
                     &intent.tool,
@@ -872,8 +891,8 @@ impl Dispatcher {
                 .into())
             }
         };
-        let stored: Option<String> = row.get(0);
-        Ok(Some(if stored.as_deref() == Some("PARTIAL") { "PARTIAL" } else { outcome }.to_string()))
+        let stored: Value = row.get(0);
+        Ok(Some(if stored["outcome"] == "PARTIAL" { "PARTIAL" } else { outcome }.to_string()))
     }
 
     /// One attempt: reconcile first if an earlier attempt may have reached the ERP, else send.

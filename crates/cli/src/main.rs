@@ -116,7 +116,8 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
     },
-    /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox),
+    /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox;
+    /// on Citus tenant by tenant, toolgate.tenant_claim_outbox),
     /// send each with its idempotency key, settle what the ERP answered (toolgate.settle_outbox).
     /// Logs in as a member of toolgate_dispatcher.
     #[command(after_help = "Exit status:\n  \
