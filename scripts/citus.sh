@@ -9,7 +9,10 @@
 # through the tenant-routed entry points and where each call ran (citus_lab), seed 001's refunds
 # (citus_refunds), key revocation, issuer key rotation and the kill switch reaching the workers'
 # backends (citus_config), a careless bound function kept in its tenant by row-level security on
-# a worker (citus_rls). Then a load with invariants: 16 clients over eight tenants spread on both
+# a worker (citus_rls). Then the outbox on the cluster: the maintenance example's supplier, 200
+# intents over eight tenants drained by two `toolgate dispatch` processes into the fake ERP, judged
+# from its ledger and the tables (each key applied once, every claim and settlement audited on its
+# tenant's node). Then a load with invariants: 16 clients over eight tenants spread on both
 # workers for 20 s, the second worker stopped (-m immediate) for 6 s in the middle and started
 # again, then 10 s more over the same keys; judged from the tables: no key or order with two
 # effects, effects equal to the keys that succeeded, no reservation left, no budget overspent and
