@@ -11,15 +11,13 @@
 
 mod common;
 
+use common::mcp::{database, ping, Mcp};
 use common::outbox::{setup, TOOL};
 use common::*;
 use serde_json::{json, Value};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use toolgate_cli::fixture::APP;
 use toolgate_cli::{db, dispatch, keys};
-use toolgate_fake_erp::client::{self, Reply};
 use toolgate_fake_erp::{Config, Fault, Matcher, Settings};
 
 /// A second fake ERP: where an administrator who moved the endpoint would have it go.
@@ -212,69 +210,6 @@ async fn t2_a_session_audience_refuses_tokens_issued_for_others() {
     }
     assert_eq!(outcome(&read(mint(&["toolgate", resource])).await), ("SUCCEEDED", "-"));
     assert_eq!(outcome(&read(mint(&[resource])).await), ("SUCCEEDED", "-"));
-}
-
-/// A `toolgate mcp --http` process on a free loopback port, killed when dropped.
-struct Mcp {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Mcp {
-    async fn start(env: &[(&str, String)]) -> Mcp {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let child = Command::new(toolgate())
-            .args(["mcp", "--http", &addr.to_string()])
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("TOOLGATE_RESOURCE_URL", format!("http://{addr}/mcp"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("toolgate mcp starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "toolgate mcp --http never listened on {addr}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Mcp { child, addr }
-    }
-
-    fn resource(&self) -> String {
-        format!("http://{}/mcp", self.addr)
-    }
-
-    /// One JSON-RPC request to /mcp with `token` (and the conversation header).
-    async fn post(&self, token: &str, body: Value) -> Reply {
-        let bearer = format!("Bearer {token}");
-        let bytes = body.to_string().into_bytes();
-        let headers = [
-            ("Authorization", bearer.as_str()),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2025-11-25"),
-            ("Toolgate-Conversation", "sr3-conversation"),
-        ];
-        client::call(self.addr, "POST", "/mcp", &headers, Some(&bytes), Duration::from_secs(30)).await.unwrap()
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        client::call(self.addr, "GET", path, &[], None, Duration::from_secs(10)).await.unwrap()
-    }
-}
-
-fn ping() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
-}
-
-fn database(lab: &toolgate_cli::fixture::Lab) -> String {
-    format!("host={} port={} user={APP} dbname={}", lab.server.host, lab.server.port, lab.dbname)
 }
 
 /// T2 over HTTP: the server's resource URL is the audience the gate requires; a token issued for

@@ -3,6 +3,7 @@
 // Allowed: every test binary includes this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod mcp;
 pub mod outbox;
 
 use serde_json::{json, Value};

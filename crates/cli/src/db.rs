@@ -1,9 +1,9 @@
 //! Connections to a pg_toolgate database, and calls that return its jsonb outcomes.
 
 use serde_json::Value;
-use std::str::FromStr;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
+use toolgate_pgconn::Database;
 
 use crate::Result;
 
@@ -33,24 +33,22 @@ impl Server {
 }
 
 /// A connection described by a libpq conninfo (`host=/var/run/postgresql dbname=erp user=erp_app`)
-/// or URL (`postgresql://erp_app@db:5432/erp`), without TLS (a socket or loopback); its driver runs on
-/// the current runtime. Errors never repeat the conninfo, which may hold a password.
+/// or URL (`postgresql://erp_app@db:5432/erp?sslmode=verify-full`), TLS as its `sslmode` says; its
+/// driver runs on the current runtime. Errors never repeat the conninfo, which may hold a password.
 pub async fn connect_to(conninfo: &str) -> Result<Client> {
-    let (client, connection) = config(conninfo)?.connect(NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    connect(&database(conninfo)?).await
 }
 
-/// A libpq conninfo or URL read, with the application name `toolgate` unless it names one.
-pub fn config(conninfo: &str) -> Result<Config> {
-    let mut config =
-        Config::from_str(conninfo).map_err(|e| format!("the database is not a libpq conninfo or URL: {e}"))?;
-    if config.get_application_name().is_none() {
-        config.application_name("toolgate");
-    }
-    Ok(config)
+/// A connection to `database`, or why not in a line (the server's message, or the TLS or network
+/// error and its cause).
+pub async fn connect(database: &Database) -> Result<Client> {
+    database.connect().await.map_err(|e| format!("cannot connect: {}", toolgate_pgconn::describe(&e)).into())
+}
+
+/// A libpq conninfo or URL read (`toolgate_pgconn`), with the application name `toolgate` unless
+/// it names one.
+pub fn database(conninfo: &str) -> Result<Database> {
+    Ok(Database::parse(conninfo, "toolgate")?)
 }
 
 /// Run a statement that returns one jsonb value.

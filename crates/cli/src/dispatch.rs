@@ -505,14 +505,15 @@ type Delivered = Result<Option<String>>;
 /// flight, has its claim renewed every third of the lease, so no other dispatcher takes it
 /// meanwhile (and a claim fetches several intents, not one commit an intent).
 async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
-    let db = Arc::new(db::connect_to(&opts.database).await?);
-    let credentials = Mutex::new(db::connect_to(&opts.database).await?);
+    let database = db::database(&opts.database)?;
+    let db = Arc::new(db::connect(&database).await?);
+    let credentials = Mutex::new(db::connect(&database).await?);
     if let Some(metrics) = &opts.metrics {
         metrics.connection(Some(db.clone()));
     }
     let settling = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::from_config(
-        db::config(&opts.database)?,
-        tokio_postgres::NoTls,
+        database.config().clone(),
+        database.tls(),
         deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
     ))
     .max_size(opts.concurrency.clamp(1, 16))

@@ -110,11 +110,15 @@ enum Command {
     /// TOOLGATE_STATE_KEY_FILE; stdio: TOOLGATE_IDENTITY_TOKEN_FILE (or TOOLGATE_IDENTITY_TOKEN),
     /// TOOLGATE_CHANNEL_KEY_FILE and TOOLGATE_CHANNEL_KID, TOOLGATE_CONVERSATION,
     /// TOOLGATE_CHANNEL_MESSAGE_FILE; HTTP: TOOLGATE_CHANNEL_KEYS, TOOLGATE_RESOURCE_URL,
-    /// TOOLGATE_ALLOWED_HOSTS.
+    /// TOOLGATE_ALLOWED_HOSTS, TOOLGATE_POOL_SIZE, TOOLGATE_POOL_QUEUE, TOOLGATE_POOL_WAIT.
     Mcp {
         /// Serve Streamable HTTP at /mcp on this address (such as 127.0.0.1:8808) instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        /// With --http: serve /metrics, /healthz and /readyz on this loopback address (such as
+        /// 127.0.0.1:9808).
+        #[arg(long, value_name = "ADDR", requires = "http")]
+        listen: Option<String>,
     },
     /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox;
     /// on Citus tenant by tenant, toolgate.tenant_claim_outbox),
@@ -470,7 +474,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 serde_json::json!({"claimed": report.claimed, "lost": report.lost, "handed_back": report.handed_back, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
             );
         }
-        Command::Mcp { http } => toolgate_mcp::run(http.as_deref())?,
+        Command::Mcp { http, listen } => toolgate_mcp::run(http.as_deref(), listen.as_deref())?,
         Command::Demo { host, port, dbname, keys, server_log } => {
             let opts = demo::Options { server: Server { host, port }, dbname, keys_dir: keys, server_log };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

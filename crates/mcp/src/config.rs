@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 use toolgate_core::token::Signer;
+
+pub use crate::gate::PoolSize;
 
 /// The longest the server waits for the person's answer unless `TOOLGATE_CONFIRM_WAIT` says.
 pub const DEFAULT_CONFIRM_WAIT: Duration = Duration::from_secs(300);
@@ -20,10 +21,21 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest one statement (a call) runs unless `TOOLGATE_STATEMENT_TIMEOUT` says.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest a request waits for a database connection unless `TOOLGATE_POOL_WAIT` says.
+pub const DEFAULT_POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// Connections to the database unless `TOOLGATE_POOL_SIZE` says: four per core (a call spends
+/// most of its time waiting on the database's answer, not on this process's CPU).
+pub fn default_pool_size() -> usize {
+    4 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// What `toolgate mcp` reads from its environment.
 pub struct Config {
-    /// `TOOLGATE_DATABASE_URL`: the application login's conninfo or URL.
-    pub database: tokio_postgres::Config,
+    /// `TOOLGATE_DATABASE_URL`: the application login's conninfo or URL, TLS as its `sslmode` says.
+    pub database: toolgate_pgconn::Database,
+    /// `TOOLGATE_POOL_SIZE`, `TOOLGATE_POOL_QUEUE` and `TOOLGATE_POOL_WAIT`.
+    pub pool: PoolSize,
     /// Who calls, and how their answers are carried: one person on stdio, or anyone over HTTP.
     pub transport: Transport,
     /// `TOOLGATE_CONFIRM_WAIT` (seconds).
@@ -73,6 +85,10 @@ pub struct Http {
     /// `TOOLGATE_ALLOWED_HOSTS` (comma-separated): the `Host` headers served (DNS rebinding);
     /// by default loopback and the resource URL's host.
     pub allowed_hosts: Vec<String>,
+    /// `toolgate mcp --listen ADDR` (loopback only): `/metrics`, `/healthz` and `/readyz` for the
+    /// operator, as `toolgate dispatch --listen`. `/healthz` and `/readyz` are also on `/mcp`'s
+    /// address, for a load balancer.
+    pub listen: Option<SocketAddr>,
 }
 
 impl Config {
@@ -81,14 +97,27 @@ impl Config {
         Config::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()), http)
     }
 
+    /// `--listen ADDR`: where the operator's endpoints are served (HTTP only; a loopback address).
+    pub fn listen(&mut self, addr: &str) -> Result<(), String> {
+        let Transport::Http(http) = &mut self.transport else {
+            return Err("--listen goes with --http: a stdio server has no metrics endpoint".into());
+        };
+        let parsed: SocketAddr = addr.parse().map_err(|e| format!("--listen {addr:?}: an address and port ({e})"))?;
+        if !parsed.ip().is_loopback() {
+            return Err(format!(
+                "--listen {addr}: a loopback address only (127.0.0.1, ::1): /metrics is plain HTTP; put a TLS proxy \
+                 in front for a scraper elsewhere"
+            ));
+        }
+        http.listen = Some(parsed);
+        Ok(())
+    }
+
     /// The configuration `var` gives (an unset or empty variable: `None`).
     pub fn from_lookup(var: impl Fn(&str) -> Option<String>, http: Option<&str>) -> Result<Config, String> {
         let url = var("TOOLGATE_DATABASE_URL").ok_or("TOOLGATE_DATABASE_URL is not set")?;
-        let mut database = tokio_postgres::Config::from_str(&url)
-            .map_err(|e| format!("TOOLGATE_DATABASE_URL is not a libpq conninfo or URL: {e}"))?;
-        if database.get_application_name().is_none() {
-            database.application_name("toolgate-mcp");
-        }
+        let database = toolgate_pgconn::Database::parse(&url, "toolgate-mcp")
+            .map_err(|e| format!("TOOLGATE_DATABASE_URL: {e}"))?;
         let transport = match http {
             None => Transport::Stdio(Stdio::from_lookup(&var)?),
             Some(addr) => Transport::Http(Http::from_lookup(&var, addr)?),
@@ -104,6 +133,21 @@ impl Config {
         let confirm_wait = seconds("TOOLGATE_CONFIRM_WAIT", DEFAULT_CONFIRM_WAIT)?;
         let lock_timeout = seconds("TOOLGATE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)?;
         let statement_timeout = seconds("TOOLGATE_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT)?;
+        let count = |name: &str, default: usize| -> Result<usize, String> {
+            match var(name) {
+                Some(s) => s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number")),
+                None => Ok(default),
+            }
+        };
+        let size = count("TOOLGATE_POOL_SIZE", default_pool_size())?;
+        if size == 0 {
+            return Err("TOOLGATE_POOL_SIZE 0: at least one connection".into());
+        }
+        let pool = PoolSize {
+            size,
+            queue: count("TOOLGATE_POOL_QUEUE", 4 * size)?,
+            wait: seconds("TOOLGATE_POOL_WAIT", DEFAULT_POOL_WAIT)?,
+        };
         let state_key = match var("TOOLGATE_STATE_KEY_FILE") {
             Some(file) => {
                 let key = fs::read(&file).map_err(|e| format!("TOOLGATE_STATE_KEY_FILE {file}: {e}"))?;
@@ -115,7 +159,7 @@ impl Config {
             }
             None => random_bytes::<32>()?.to_vec(),
         };
-        Ok(Config { database, transport, confirm_wait, lock_timeout, statement_timeout, state_key })
+        Ok(Config { database, pool, transport, confirm_wait, lock_timeout, statement_timeout, state_key })
     }
 
     /// What every connection to the gate sets first: the waits a call may make, and over HTTP the
@@ -181,7 +225,7 @@ impl Http {
                 allowed_hosts.push(host.to_string());
             }
         }
-        Ok(Http { addr, channels, resource, allowed_hosts })
+        Ok(Http { addr, channels, resource, allowed_hosts, listen: None })
     }
 }
 
@@ -289,9 +333,9 @@ mod tests {
             ("TOOLGATE_IDENTITY_TOKEN", "t"),
         ])
         .unwrap();
-        assert_eq!(c.database.get_ports(), &[5433]);
-        assert_eq!(c.database.get_user(), Some("toolgate_app"));
-        assert_eq!(c.database.get_application_name(), Some("toolgate-mcp"));
+        assert_eq!(c.database.config().get_ports(), &[5433]);
+        assert_eq!(c.database.config().get_user(), Some("toolgate_app"));
+        assert_eq!(c.database.config().get_application_name(), Some("toolgate-mcp"));
         assert!(stdio(&c).conversation.starts_with("mcp-") && stdio(&c).conversation.len() == 36);
         assert_eq!(c.confirm_wait, DEFAULT_CONFIRM_WAIT);
         assert_eq!(c.state_key.len(), 32);
@@ -303,7 +347,7 @@ mod tests {
             ("TOOLGATE_CONFIRM_WAIT", "7"),
         ])
         .unwrap();
-        assert_eq!(c.database.get_dbname(), Some("lab"));
+        assert_eq!(c.database.config().get_dbname(), Some("lab"));
         assert_eq!(stdio(&c).conversation, "conv-1");
         assert_eq!(c.confirm_wait, Duration::from_secs(7));
     }
@@ -327,6 +371,33 @@ mod tests {
         let settings = http.session_settings();
         assert!(settings.contains(&("toolgate.audience".into(), "https://mcp.example.com/mcp".into())), "{settings:?}");
         assert!(settings.contains(&("lock_timeout".into(), "2000ms".into())), "{settings:?}");
+    }
+
+    #[test]
+    fn the_pool_and_the_operator_address_are_read() {
+        let vars = [("TOOLGATE_DATABASE_URL", "host=/tmp"), ("TOOLGATE_IDENTITY_TOKEN", "t")];
+        let c = config(&vars).unwrap();
+        assert_eq!(c.pool.size, default_pool_size());
+        assert_eq!((c.pool.queue, c.pool.wait), (4 * c.pool.size, DEFAULT_POOL_WAIT));
+        let mut more = vars.to_vec();
+        more.extend([("TOOLGATE_POOL_SIZE", "3"), ("TOOLGATE_POOL_QUEUE", "0"), ("TOOLGATE_POOL_WAIT", "2")]);
+        let c = config(&more).unwrap();
+        assert_eq!(c.pool, PoolSize { size: 3, queue: 0, wait: Duration::from_secs(2) });
+        let zero =
+            [("TOOLGATE_DATABASE_URL", "host=/tmp"), ("TOOLGATE_IDENTITY_TOKEN", "t"), ("TOOLGATE_POOL_SIZE", "0")];
+        assert!(config(&zero).err().unwrap().contains("at least one"));
+        let e = config(&[("TOOLGATE_DATABASE_URL", "host=db sslmode=verify-full sslrootcert=/nonexistent.pem")])
+            .err()
+            .unwrap();
+        assert!(e.contains("TOOLGATE_DATABASE_URL") && e.contains("sslrootcert"), "{e}");
+        let mut stdio = config(&vars).unwrap();
+        assert!(stdio.listen("127.0.0.1:9808").unwrap_err().contains("goes with --http"));
+        let mut http =
+            Config::from_lookup(lookup(&[("TOOLGATE_DATABASE_URL", "host=/tmp")]), Some("127.0.0.1:8808")).unwrap();
+        assert!(http.listen("0.0.0.0:9808").unwrap_err().contains("loopback"));
+        http.listen("127.0.0.1:9808").unwrap();
+        let Transport::Http(h) = &http.transport else { panic!("http") };
+        assert_eq!(h.listen, Some("127.0.0.1:9808".parse().unwrap()));
     }
 
     #[test]

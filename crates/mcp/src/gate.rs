@@ -1,18 +1,28 @@
-//! The gate's SQL entry points, on one connection as the application login, made again after it
-//! is lost, with the server's session settings applied to each new connection (over HTTP, the
-//! audience every token must name: `toolgate.audience`; the waits a call may make:
-//! `lock_timeout`, `statement_timeout`). Errors carry an SQLSTATE and a message only.
+//! The gate's SQL entry points, on a pool of connections as the application login
+//! (deadpool-postgres: connections made as they are needed up to the pool's size, a lost one
+//! replaced, TLS as the conninfo's `sslmode` says), with the server's session settings applied to
+//! each new connection (over HTTP, the audience every token must name: `toolgate.audience`; the
+//! waits a call may make: `lock_timeout`, `statement_timeout`). A connection is taken for one
+//! statement and given back at once: none is held while a person thinks. When every connection is
+//! busy and the queue of requests waiting for one is full, or one waited too long, the answer is
+//! `Busy` at once, never a wait without end. Errors carry an SQLSTATE and a message only.
 
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
 use serde_json::Value;
-use tokio::sync::Mutex;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls};
+use toolgate_pgconn::{describe, Database};
+
+use crate::metrics::Metrics;
 
 /// Why a statement gave no outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateError {
     /// No connection: the server is down or unreachable (the next call connects again).
     Unavailable,
+    /// Every connection is in use and the queue for one is full (or the wait was too long).
+    Busy,
     /// The server raised an error: its SQLSTATE and message.
     Sql { code: String, message: String },
 }
@@ -21,6 +31,11 @@ impl std::fmt::Display for GateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GateError::Unavailable => write!(f, "the database is unavailable; nothing was applied; try again"),
+            GateError::Busy => write!(
+                f,
+                "the server is busy (every database connection is in use); nothing was applied; try again in a \
+                 moment with the same idempotency_key"
+            ),
             // lock_timeout (55P03) and statement_timeout (57014): the call's transaction rolled back.
             GateError::Sql { code, message } if code == "55P03" || code == "57014" => write!(
                 f,
@@ -32,53 +47,105 @@ impl std::fmt::Display for GateError {
     }
 }
 
-/// The connection to the gate.
+/// How many connections, and how many requests may wait for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSize {
+    /// `TOOLGATE_POOL_SIZE`: connections at most.
+    pub size: usize,
+    /// `TOOLGATE_POOL_QUEUE`: requests waiting for a connection at most; one more is `Busy`.
+    pub queue: usize,
+    /// `TOOLGATE_POOL_WAIT`: the longest a request waits for a connection.
+    pub wait: Duration,
+}
+
+/// What a pool holds now, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub size: usize,
+    pub max_size: usize,
+    pub in_use: usize,
+    pub waiting: usize,
+}
+
+/// The connections to the gate.
 pub struct Gate {
-    config: Config,
-    /// Settings (name, value) made on every new connection before it serves a call.
-    settings: Vec<(String, String)>,
-    client: Mutex<Option<Client>>,
+    pool: Pool,
+    metrics: Metrics,
+    queue: usize,
+    timeouts: Timeouts,
 }
 
 impl Gate {
-    pub fn new(config: Config, settings: Vec<(String, String)>) -> Gate {
-        Gate { config, settings, client: Mutex::new(None) }
+    pub fn new(database: &Database, settings: Vec<(String, String)>, size: PoolSize) -> Result<Gate, String> {
+        let settings = Arc::new(settings);
+        let manager = Manager::from_config(
+            database.config().clone(),
+            database.tls(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size.size.max(1))
+            .runtime(Runtime::Tokio1)
+            .post_create(Hook::async_fn(move |client, _| {
+                let settings = settings.clone();
+                Box::pin(async move {
+                    for (name, value) in settings.iter() {
+                        client
+                            .query_one("SELECT pg_catalog.set_config($1, $2, false)", &[name, value])
+                            .await
+                            .map_err(|e| HookError::Message(format!("cannot set {name}: {}", describe(&e)).into()))?;
+                    }
+                    Ok(())
+                })
+            }))
+            .build()
+            .map_err(|e| format!("the database pool: {e}"))?;
+        // A connection that cannot be made in 10 s is an unavailable database (a conninfo's own
+        // connect_timeout may say less).
+        let timeouts = Timeouts {
+            wait: Some(size.wait),
+            create: Some(Duration::from_secs(10)),
+            recycle: Some(Duration::from_secs(5)),
+        };
+        Ok(Gate { pool, metrics: Metrics::default(), queue: size.queue, timeouts })
     }
 
-    /// A new connection, its settings made.
-    async fn connect(&self) -> Result<Client, GateError> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| {
-            eprintln!("toolgate mcp: cannot connect: {}", e.as_db_error().map_or(e.to_string(), |d| d.to_string()));
-            GateError::Unavailable
-        })?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        for (name, value) in &self.settings {
-            client.query_one("SELECT pg_catalog.set_config($1, $2, false)", &[name, value]).await.map_err(|e| {
-                eprintln!(
-                    "toolgate mcp: cannot set {name}: {}",
-                    e.as_db_error().map_or(e.to_string(), |d| d.to_string())
-                );
-                GateError::Unavailable
-            })?;
+    /// What the pool holds now.
+    pub fn status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus { size: s.size, max_size: s.max_size, in_use: s.size - s.available, waiting: s.waiting }
+    }
+
+    /// A connection, or why none: `Busy` at once when every connection is in use and the queue is
+    /// full.
+    async fn connection(&self) -> Result<deadpool_postgres::Object, GateError> {
+        let s = self.pool.status();
+        if s.available == 0 && s.size >= s.max_size && s.waiting >= self.queue {
+            return Err(GateError::Busy);
         }
-        Ok(client)
+        self.pool.timeout_get(&self.timeouts).await.map_err(|e| match e {
+            PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => GateError::Busy,
+            PoolError::Backend(e) => {
+                eprintln!("toolgate mcp: cannot connect: {}", describe(&e));
+                GateError::Unavailable
+            }
+            other => {
+                eprintln!("toolgate mcp: cannot connect: {other}");
+                GateError::Unavailable
+            }
+        })
+    }
+
+    /// Whether a connection can run `SELECT 1` now (`/readyz`).
+    pub async fn ready(&self) -> Result<(), GateError> {
+        self.json("SELECT to_jsonb(1)", &[]).await.map(|_| ())
     }
 
     /// Run a statement that returns one jsonb value (NULL: `Value::Null`).
     async fn json(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Value, GateError> {
-        let mut slot = self.client.lock().await;
-        if slot.as_ref().is_none_or(Client::is_closed) {
-            *slot = None;
-            *slot = Some(self.connect().await?);
-        }
-        let client = slot.as_ref().expect("connected above");
+        let client = self.connection().await?;
         let result = client.query_one(sql, params).await;
         let lost = client.is_closed();
-        if lost {
-            *slot = None;
-        }
         match result {
             Ok(row) => {
                 Ok(row.try_get::<_, Option<Value>>(0).map_err(|_| GateError::Unavailable)?.unwrap_or(Value::Null))
@@ -91,8 +158,10 @@ impl Gate {
                 Some(db) => {
                     Err(GateError::Sql { code: db.code().code().to_string(), message: db.message().to_string() })
                 }
+                // The connection broke: it is dropped from the pool (a closed one is never handed out
+                // again), and the next call gets a new one.
                 None => {
-                    *slot = None;
+                    let _ = deadpool_postgres::Object::take(client);
                     Err(GateError::Unavailable)
                 }
             },
@@ -112,20 +181,39 @@ impl Gate {
 
     /// `toolgate.call(identity, conversation, tool, args)`.
     pub async fn call(&self, identity: &str, conversation: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
-        self.json(
-            "SELECT toolgate.call($1::text, $2::text, $3::text, $4::jsonb)",
-            &[&identity, &conversation, &tool, args],
-        )
-        .await
+        let outcome = self
+            .json(
+                "SELECT toolgate.call($1::text, $2::text, $3::text, $4::jsonb)",
+                &[&identity, &conversation, &tool, args],
+            )
+            .await;
+        self.counted(tool, outcome)
     }
 
     /// `toolgate.read(identity, tool, args)`.
     pub async fn read(&self, identity: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
-        self.json("SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args]).await
+        let outcome = self.json("SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args]).await;
+        self.counted(tool, outcome)
     }
 
     /// `toolgate.confirm(identity, confirmation)`.
     pub async fn confirm(&self, identity: &str, confirmation: &str) -> Result<Value, GateError> {
-        self.json("SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await
+        let outcome = self.json("SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await;
+        self.counted("confirm", outcome)
+    }
+
+    /// The server's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// `outcome`, counted under `tool`.
+    fn counted(&self, tool: &str, outcome: Result<Value, GateError>) -> Result<Value, GateError> {
+        let word = match &outcome {
+            Ok(o) => o["outcome"].as_str().unwrap_or("none"),
+            Err(_) => "error",
+        };
+        self.metrics.call(tool, word);
+        outcome
     }
 }

@@ -16,8 +16,10 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::config::Http;
+use crate::gate::GateError;
 use crate::server::{listing_of, ToolgateServer, Verified};
 
 /// The token of an `Authorization: Bearer <token>` header value.
@@ -46,10 +48,10 @@ struct Shared {
 
 /// Serve until SIGINT or SIGTERM.
 pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, .. }) = &server.transport else {
+    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, listen, .. }) = &server.transport else {
         return Err("not configured for HTTP".into());
     };
-    let (addr, resource) = (*addr, resource.clone());
+    let (addr, resource, listen) = (*addr, resource.clone(), *listen);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -62,7 +64,21 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
         .route_layer(middleware::from_fn_with_state(shared.clone(), check_bearer))
         .route("/.well-known/oauth-protected-resource", get(protected_resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
-        .with_state(shared);
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(shared.clone());
+    if let Some(listen) = listen {
+        let operator = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(shared);
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("--listen {listen}: {e}"))?;
+        eprintln!("toolgate mcp: /metrics, /healthz and /readyz on {}", listener.local_addr()?);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, operator).await;
+        });
+    }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!("toolgate mcp: Streamable HTTP on {} for {resource}", listener.local_addr()?);
     axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
@@ -78,40 +94,83 @@ async fn stopped() {
 }
 
 /// Every request to `/mcp` carries a token the gate accepts, or is answered 401. When the token
-/// cannot be checked (the database is unreachable, or answers an error), the request is answered
-/// 503 with `Retry-After`: never served unchecked.
+/// cannot be checked (the database is unreachable, or every connection is busy), the request is
+/// answered 503 with `Retry-After`: never served unchecked, never queued without end.
 async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let metrics = shared.server.gate.metrics();
     let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let Some(token) = token.map(String::from) else {
+        metrics.refused("unauthorized");
         return unauthorized(&shared, None);
     };
     // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        metrics.refused("too_large");
         return (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response();
     };
-    if parts.method == axum::http::Method::POST && serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
-        let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the body is not JSON"}});
-        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
-    }
+    let method = match parts.method {
+        axum::http::Method::POST => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(message) => message["method"].as_str().unwrap_or("other").to_string(),
+            Err(_) => {
+                metrics.refused("parse_error");
+                let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the body is not JSON"}});
+                return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+            }
+        },
+        ref other => other.as_str().to_string(),
+    };
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
     match shared.server.gate.tools(&token).await {
         Ok(outcome) => match listing_of(&outcome) {
             Ok(listing) => {
                 request.extensions_mut().insert(Verified(Arc::new(listing)));
-                next.run(request).await
+                let response = next.run(request).await;
+                shared.server.gate.metrics().request(&method, started.elapsed());
+                response
             }
-            Err(why) => unauthorized(&shared, Some(&why)),
+            Err(why) => {
+                metrics.refused("unauthorized");
+                unauthorized(&shared, Some(&why))
+            }
         },
         Err(e) => {
+            let (reason, description, retry) = match e {
+                GateError::Busy => ("busy", "every database connection is busy: try again in a moment", "1"),
+                _ => ("unavailable", "the token cannot be checked now: the database is unavailable", "5"),
+            };
             eprintln!("toolgate mcp: the bearer token cannot be checked: {e}");
-            let body = json!({"error": "temporarily_unavailable",
-                              "error_description": "the token cannot be checked now: the database is unavailable"});
+            metrics.refused(reason);
+            let body = json!({"error": "temporarily_unavailable", "error_description": description});
             let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("5"));
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static(retry));
             response
         }
     }
+}
+
+/// `GET /healthz`: the process is up.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: a connection of the pool runs `SELECT 1`.
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.server.gate.ready().await {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let gate = &shared.server.gate;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        gate.metrics().render(gate.status()),
+    )
+        .into_response()
 }
 
 /// 401, with `WWW-Authenticate` naming the metadata (and, for a refused token, why).

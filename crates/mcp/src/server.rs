@@ -102,7 +102,7 @@ impl ToolgateServer {
         let settings = config.session_settings();
         let states = RequestStateCodec::try_new(config.state_key).map_err(|e| format!("the state key: {e}"))?;
         Ok(ToolgateServer(Arc::new(Shared {
-            gate: Gate::new(config.database, settings),
+            gate: Gate::new(&config.database, settings, config.pool)?,
             transport: config.transport,
             confirm_wait: config.confirm_wait,
             states,
@@ -730,7 +730,8 @@ mod tests {
     #[test]
     fn a_changed_listing_is_told_once() {
         let server = ToolgateServer::new(Config {
-            database: tokio_postgres::Config::new(),
+            database: toolgate_pgconn::Database::parse("host=/nonexistent dbname=x", "t").unwrap(),
+            pool: crate::config::PoolSize { size: 1, queue: 0, wait: Duration::from_secs(1) },
             transport: Transport::Stdio(crate::config::Stdio {
                 identity: crate::config::Identity::Token("t".into()),
                 channel: None,

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match toolgate_mcp::run(http) {
+    match toolgate_mcp::run(http, None) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate-mcp-broken: {e}");

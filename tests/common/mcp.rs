@@ -1,0 +1,94 @@
+//! A `toolgate mcp --http` process for the tests that drive it over HTTP, and what they send it.
+
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use toolgate_cli::fixture::APP;
+use toolgate_fake_erp::client::{self, Reply};
+
+use super::toolgate;
+
+/// A `toolgate mcp --http` process on a free loopback port, killed when dropped.
+pub struct Mcp {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Mcp {
+    pub async fn start(env: &[(&str, String)]) -> Mcp {
+        Mcp::start_with(&[], env).await
+    }
+
+    /// With more arguments after `--http ADDR` (such as `--listen`).
+    pub async fn start_with(args: &[&str], env: &[(&str, String)]) -> Mcp {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let child = Command::new(toolgate())
+            .args(["mcp", "--http", &addr.to_string()])
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("TOOLGATE_RESOURCE_URL", format!("http://{addr}/mcp"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("toolgate mcp starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(addr).await.is_err() {
+            assert!(Instant::now() < deadline, "toolgate mcp --http never listened on {addr}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Mcp { child, addr }
+    }
+
+    pub fn resource(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// One JSON-RPC request to /mcp with `token` (and the conversation header).
+    pub async fn post(&self, token: &str, body: Value) -> Reply {
+        let bearer = format!("Bearer {token}");
+        let bytes = body.to_string().into_bytes();
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+            ("Toolgate-Conversation", "sr3-conversation"),
+        ];
+        client::call(self.addr, "POST", "/mcp", &headers, Some(&bytes), Duration::from_secs(30)).await.unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        get(self.addr, path).await
+    }
+}
+
+/// `GET path` of `addr`.
+pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    client::call(addr, "GET", path, &[], None, Duration::from_secs(10)).await.unwrap()
+}
+
+/// A free loopback address.
+pub fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// A `tools/call` of `name` with `arguments`.
+pub fn tool_call(name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+pub fn ping() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+}
+
+pub fn database(lab: &toolgate_cli::fixture::Lab) -> String {
+    format!("host={} port={} user={APP} dbname={}", lab.server.host, lab.server.port, lab.dbname)
+}
