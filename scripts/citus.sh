@@ -18,7 +18,9 @@
 # effects, effects equal to the keys that succeeded, no reservation left, no budget overspent and
 # each equal to its purchases, every conversation's quota within its limit and equal to its
 # purchases, one audit row a call, the running worker's tenants served during the outage and the
-# stopped one's not.
+# stopped one's not. Then `toolgate mcp --http` in front of the coordinator: four tenants on
+# both workers, each listed, a tier-0 close, a confirmed close and a read, every audit row drawn on
+# the tenant's worker.
 #
 # Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
@@ -413,6 +415,116 @@ fi
 log "every intent applied once, by one of two dispatchers, claimed and settled on its tenant's node"
 }
 if [ "$mode" = suite ]; then outbox_with_two_dispatchers; fi
+
+# The MCP server on the cluster (the suite only): `toolgate mcp --http` in front of the
+# coordinator, four tenants spread on both workers. For each: tools/list, a tier-0 close, a
+# confirmed close (the policy raised to tier 1; the person's answer comes signed with the tenant's
+# channel key through confirm_proposal), a read. Every call, confirmation and read goes through the
+# tenant-routed entry points, so it runs whole on the worker that holds the tenant: judged from
+# where each audit row was drawn (the node's group in its id) against the tenant's placement.
+mcp_on_the_cluster() {
+step "toolgate mcp --http on the coordinator: each tenant's calls on its worker"
+local mtenants=(mcp-a mcp-b mcp-c mcp-d) mlist t mcp_port resource mcp_pid pk token reply outcome id yes
+mlist="'$(printf "%s','" "${mtenants[@]}" | sed "s/','$//")'"
+mcp_port=$(free_port "$((cport + 30))")
+resource="http://127.0.0.1:$mcp_port/mcp"
+sql "$coordinator" "$cport" "$db" >/dev/null <<SQL
+SET ROLE toolgate_admin;
+$(for t in "${mtenants[@]}"; do
+    echo "SELECT toolgate.add_tenant('$t', 'MCP $t');"
+    echo "SELECT toolgate.set_policy('$t', 'request_close', true, ARRAY['supervisor'], 0, max_calls_per_conversation => 100);"
+    echo "SELECT toolgate.set_policy('$t', 'read_order', true, ARRAY['supervisor'], 0);"
+done)
+RESET ROLE;
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
+SELECT t, g::text, 'open', true FROM unnest(ARRAY[$mlist]) t, generate_series(1, 2) g;
+SQL
+local where
+where=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT string_agg(DISTINCT nodeport::text, ' ') FROM unnest(ARRAY[$mlist]) t, pg_dist_shard_placement p
+     WHERE p.shardid = get_shard_id_for_distribution_column('toolgate.audit', t)")
+[ "$(wc -w <<<"$where")" = 2 ] || { log "the MCP tenants are not on both workers (on: $where)"; exit 1; }
+declare -A tokens
+for t in "${mtenants[@]}"; do
+    pk=$("$TOOLGATE_MINT" key "idp-$t")
+    sql "$coordinator" "$cport" "$db" -c "SELECT toolgate.add_key('$t', 'idp-$t', 'identity', '$pk')" >/dev/null
+    pk=$("$TOOLGATE_MINT" key "chan-$t")
+    sql "$coordinator" "$cport" "$db" -c "SELECT toolgate.add_key('$t', 'chan-$t', 'channel', '$pk')" >/dev/null
+    tokens[$t]=$("$TOOLGATE_BIN" identity --dir "$TOOLGATE_KEYS" --kid "idp-$t" --tenant "$t" --sub "user-$t" \
+        --role supervisor --ttl 3600 --aud "$resource")
+done
+TOOLGATE_DATABASE_URL="host=$coordinator port=$cport dbname=$db user=toolgate_citus_app" TOOLGATE_RESOURCE_URL=$resource \
+    "$TOOLGATE_BIN" mcp --http "127.0.0.1:$mcp_port" >"$work/mcp.out" 2>"$work/mcp.err" &
+mcp_pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mcp_port/healthz" >/dev/null && break; sleep 0.1; done
+# mcp_post TENANT BODY [HEADER]: one JSON-RPC request as TENANT's supervisor; prints the answer.
+mcp_post() {
+    curl -s "$resource" -H "Authorization: Bearer ${tokens[$1]}" -H 'Content-Type: application/json' \
+        -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' \
+        -H "Toolgate-Conversation: mcp-$1" ${3:+-H "$3"} -d "$2"
+}
+# field JSON EXPR: a Python expression over the answer `r`.
+field() { python3 -c "import json, sys; r = json.loads(sys.argv[1]); print($2)" "$1"; }
+call() { printf '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}' "$1" "$2"; }
+local bad=()
+for t in "${mtenants[@]}"; do
+    reply=$(mcp_post "$t" '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+    [ "$(field "$reply" "'request_close' in [x['name'] for x in r['result']['tools']]")" = True ] ||
+        bad+=("$t: tools/list without request_close: $reply")
+    reply=$(mcp_post "$t" "$(call request_close '{"order_id": "1", "reason": "Inspeção validada", "idempotency_key": "mcp-key-1"}')")
+    outcome=$(field "$reply" "r['result']['structuredContent']['outcome']" 2>/dev/null || echo "$reply")
+    [ "$outcome" = SUCCEEDED ] || bad+=("$t: the tier-0 close: $outcome")
+done
+sql "$coordinator" "$cport" "$db" >/dev/null <<SQL
+SET ROLE toolgate_admin;
+$(for t in "${mtenants[@]}"; do
+    echo "SELECT toolgate.set_policy('$t', 'request_close', true, ARRAY['supervisor'], 1, max_calls_per_conversation => 100);"
+done)
+SQL
+for t in "${mtenants[@]}"; do
+    reply=$(mcp_post "$t" "$(call request_close '{"order_id": "2", "reason": "Inspeção validada", "idempotency_key": "mcp-key-2"}')")
+    id=$(field "$reply" "r['result']['structuredContent']['proposal']['id']" 2>/dev/null) ||
+        { bad+=("$t: no proposal: $reply"); continue; }
+    yes=$("$TOOLGATE_MINT" yes "$t" "$id" sim)
+    reply=$(mcp_post "$t" "$(call confirm_proposal "{\"proposal_id\": \"$id\"}")" "Toolgate-Channel-Message: $yes")
+    outcome=$(field "$reply" "r['result']['structuredContent']['outcome']" 2>/dev/null || echo "$reply")
+    [ "$outcome" = SUCCEEDED ] || bad+=("$t: the confirmed close: $outcome")
+    reply=$(mcp_post "$t" "$(call read_order '{"order_id": "2"}')")
+    outcome=$(field "$reply" "r['result']['structuredContent']['outcome']" 2>/dev/null || echo "$reply")
+    [ "$outcome" = SUCCEEDED ] || bad+=("$t: the read: $outcome")
+done
+kill "$mcp_pid" 2>/dev/null || true
+wait "$mcp_pid" 2>/dev/null || true
+local placed
+placed=$(sql "$coordinator" "$cport" "$db" <<SQL
+WITH a AS MATERIALIZED (SELECT tenant_id, kind, audit_id >> 48 AS on_group FROM toolgate.audit WHERE tenant_id IN ($mlist)),
+     n AS (SELECT t AS tenant_id, p.groupid, d.nodeport
+             FROM unnest(ARRAY[$mlist]) t CROSS JOIN pg_dist_placement p JOIN pg_dist_node d ON d.groupid = p.groupid
+            WHERE p.shardid = get_shard_id_for_distribution_column('toolgate.audit', t))
+SELECT string_agg(format('%s:%s:%s:%s', n.tenant_id, n.nodeport,
+                         (SELECT count(*) FROM a WHERE a.tenant_id = n.tenant_id),
+                         (SELECT count(*) FROM a WHERE a.tenant_id = n.tenant_id AND a.on_group <> n.groupid)), ' '
+                  ORDER BY n.tenant_id)
+  FROM n
+SQL
+)
+local closes
+closes=$(sql "$coordinator" "$cport" "$db" -c "SELECT count(*) FROM maintenance.close_requests WHERE tenant_id IN ($mlist)")
+local entry rows off
+for entry in $placed; do
+    IFS=: read -r t where rows off <<<"$entry"
+    log "$t: $rows audit rows (the close, the proposal, the confirmation, the read), drawn on the worker at port $where; off it: $off"
+    [ "$rows" -ge 4 ] || bad+=("$t: $rows audit rows, not the calls made")
+    [ "$off" = 0 ] || bad+=("$t: $off audit rows drawn off the tenant's worker")
+done
+[ "$closes" = $((2 * ${#mtenants[@]})) ] || bad+=("$closes closes applied, not $((2 * ${#mtenants[@]}))")
+if [ ${#bad[@]} -gt 0 ]; then
+    for b in "${bad[@]}"; do log "BROKEN: $b"; done
+    exit 1
+fi
+log "MCP on the cluster: every call, confirmation and read of ${#mtenants[@]} tenants ran on its tenant's worker"
+}
+if [ "$mode" = suite ]; then mcp_on_the_cluster; fi
 
 step "the benchmark's distributed row: tier-0 closes through tenant_call, one node and the cluster"
 # A single node beside the cluster, with the same set-up scenario and the same tenants.

@@ -166,3 +166,224 @@ async fn health_is_the_process_and_readiness_the_database() {
     assert_eq!(ready.status, 503, "{}", String::from_utf8_lossy(&ready.body));
     assert!(String::from_utf8_lossy(&ready.body).contains("unavailable"));
 }
+
+/// A CA of the test's, and a certificate it signs for `names`: (CA PEM, certificate PEM, key PEM).
+fn certificate(ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>, cn: &str, names: &[&str]) -> (String, String) {
+    let mut params = rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    let key = rcgen::KeyPair::generate().unwrap();
+    (params.signed_by(&key, ca).unwrap().pem(), key.serialize_pem())
+}
+
+fn test_ca() -> rcgen::CertifiedIssuer<'static, rcgen::KeyPair> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "toolgate listener test CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap()
+}
+
+/// One HTTP/1.1 request over TLS to `addr`, trusting `ca` only: the status and the certificate the
+/// server presented.
+async fn https(addr: std::net::SocketAddr, ca: &str, request: &str) -> Result<(u16, String, Vec<u8>), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    roots.add(tokio_rustls::rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes()).unwrap()).unwrap();
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let presented = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
+    tls.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, text, presented))
+}
+
+fn post_request(addr: std::net::SocketAddr, token: &str, body: &serde_json::Value) -> String {
+    let body = body.to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn https_on_the_listener_and_a_certificate_renewed_in_place() {
+    let lab = lab("mcp_https").await;
+    let dir = keys_dir().join("mcp-https");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = test_ca();
+    let (cert, key) = certificate(&ca, "first", &["localhost", "127.0.0.1"]);
+    let (cert_file, key_file) = (dir.join("server.crt"), dir.join("server.key"));
+    std::fs::write(&cert_file, &cert).unwrap();
+    std::fs::write(&key_file, &key).unwrap();
+    let addr = free_addr();
+    let mcp = Mcp::start_on(
+        addr,
+        &["--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()],
+        &[("TOOLGATE_DATABASE_URL", database(&lab)), ("TOOLGATE_RESOURCE_URL", format!("https://{addr}/mcp"))],
+    )
+    .await;
+    let token =
+        keys::identity_for(&lab.a.idp, "user-17", "shopping-a", "supervisor", 600, &[format!("https://{addr}/mcp")]);
+    let ca_pem = ca.pem();
+    let (status, text, first) = https(addr, &ca_pem, &post_request(addr, &token, &ping())).await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let (status, text, _) = https(
+        addr,
+        &ca_pem,
+        &format!("GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(&format!("\"resource\":\"https://{addr}/mcp\"")), "{text}");
+    // Plain HTTP to the TLS port gets no MCP answer.
+    let plain = toolgate_fake_erp::client::call(addr, "GET", "/healthz", &[], None, Duration::from_secs(5)).await;
+    assert!(plain.map(|r| r.status != 200).unwrap_or(true), "plain HTTP served on the TLS port");
+
+    // Renewal: new files, SIGHUP; new connections get the new certificate, without a restart.
+    let (cert2, key2) = certificate(&ca, "second", &["localhost", "127.0.0.1"]);
+    std::fs::write(&key_file, &key2).unwrap();
+    std::fs::write(&cert_file, &cert2).unwrap();
+    let status = std::process::Command::new("kill").args(["-HUP", &mcp.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, text, presented) = https(addr, &ca_pem, &post_request(addr, &token, &ping())).await.unwrap();
+        assert_eq!(status, 200, "{text}");
+        if presented != first {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the renewed certificate was never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A certificate of another CA is refused by a client that trusts only the test's.
+    let other = test_ca();
+    let err = https(addr, &other.pem(), &post_request(addr, &token, &ping())).await.err().unwrap_or_default();
+    assert!(err.contains("UnknownIssuer") || err.contains("invalid peer certificate"), "{err}");
+}
+
+#[tokio::test]
+async fn plain_http_beyond_loopback_needs_to_be_asked_for() {
+    let lab = lab("mcp_insecure").await;
+    let run = |args: &[&str]| {
+        std::process::Command::new(toolgate())
+            .args(["mcp", "--http", "0.0.0.0:0"])
+            .args(args)
+            .env("TOOLGATE_DATABASE_URL", database(&lab))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut refused = run(&[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while refused.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            refused.kill().unwrap();
+            let _ = refused.wait();
+            panic!("plain HTTP was served beyond loopback without --insecure-http");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = refused.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("--insecure-http") && said.contains("--tls-cert"), "{said}");
+    let mut started = run(&["--insecure-http"]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(started.try_wait().unwrap().is_none(), "--insecure-http serves plain HTTP beyond loopback");
+    started.kill().unwrap();
+    let _ = started.wait();
+}
+
+#[tokio::test]
+async fn a_slow_client_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let lab = lab("mcp_slowloris").await;
+    let mcp = Mcp::start(&[("TOOLGATE_DATABASE_URL", database(&lab)), ("TOOLGATE_READ_TIMEOUT", "1".into())]).await;
+    let token = keys::identity_for(&lab.a.idp, "user-17", "shopping-a", "supervisor", 600, &[mcp.resource()]);
+    // Headers dribbled, never finished: the connection is closed.
+    let mut headers = tokio::net::TcpStream::connect(mcp.addr).await.unwrap();
+    headers.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    let mut body = tokio::net::TcpStream::connect(mcp.addr).await.unwrap();
+    // A body announced and never finished: 408.
+    body.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Content-Length: 100\r\n\r\n{{\"jsonrpc\""
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // Meanwhile, others are served.
+    assert_eq!(mcp.post(&token, ping()).await.status, 200);
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(15), headers.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "a client dribbling its headers still holds its connection after 15 s");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(15), body.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "a client that never finishes its body still holds its connection after 15 s");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+}
+
+/// Calls, reads and confirmations take the tenant-routed entry points (`tenant_call`,
+/// `tenant_read`, `tenant_confirm`) with the tenant of the gate's own listing for the token, so on
+/// a Citus coordinator each runs on its tenant's node (`scripts/citus.sh` shows where); counted
+/// here by the server's own function statistics.
+#[tokio::test]
+async fn calls_take_the_tenant_routed_entry_points() {
+    let lab = lab("mcp_routed").await;
+    let root = lab.connect("postgres").await.unwrap();
+    root.batch_execute(&format!("ALTER DATABASE {} SET track_functions = 'all'", lab.dbname)).await.unwrap();
+    let mcp = Mcp::start(&[("TOOLGATE_DATABASE_URL", database(&lab))]).await;
+    let token = keys::identity_for(&lab.b.idp, "user-31", "shopping-b", "supervisor", 600, &[mcp.resource()]);
+    let read = mcp.post(&token, tool_call("read_order", json!({"order_id": "743"}))).await;
+    assert!(
+        String::from_utf8_lossy(&read.body).contains("\"outcome\":\"SUCCEEDED\""),
+        "{}",
+        String::from_utf8_lossy(&read.body)
+    );
+    let close = mcp.post(&token, tool_call("request_close", close_args("743", "routed-key-743"))).await;
+    assert_eq!(close.status, 200);
+    // The server's backends write their statistics as they end.
+    drop(mcp);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let row = root
+            .query_one(
+                "SELECT coalesce(sum(calls) FILTER (WHERE funcname = 'tenant_read'), 0)::int8,
+                        coalesce(sum(calls) FILTER (WHERE funcname = 'tenant_call'), 0)::int8,
+                        coalesce(sum(calls) FILTER (WHERE funcname IN ('read', 'call')), 0)::int8
+                   FROM pg_stat_user_functions WHERE schemaname = 'toolgate'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let (tenant_read, tenant_call, plain): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        if tenant_read >= 1 && tenant_call >= 1 {
+            assert_eq!(plain, 0, "a call took the tenant-less entry point");
+            break;
+        }
+        assert!(Instant::now() < deadline, "tenant_read {tenant_read}, tenant_call {tenant_call}, call/read {plain}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

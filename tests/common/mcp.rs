@@ -29,12 +29,17 @@ impl Mcp {
 
     /// With more arguments after `--http ADDR` (such as `--listen`).
     pub async fn start_with(args: &[&str], env: &[(&str, String)]) -> Mcp {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        Mcp::start_on(free_addr(), args, env).await
+    }
+
+    /// On `addr` (free), with more arguments and the environment `env` (which may name its own
+    /// `TOOLGATE_RESOURCE_URL`).
+    pub async fn start_on(addr: SocketAddr, args: &[&str], env: &[(&str, String)]) -> Mcp {
         let child = Command::new(toolgate())
             .args(["mcp", "--http", &addr.to_string()])
             .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOOLGATE_RESOURCE_URL", format!("http://{addr}/mcp"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
@@ -45,6 +50,11 @@ impl Mcp {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Mcp { child, addr }
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn resource(&self) -> String {

@@ -1,6 +1,7 @@
 //! The `toolgate` command's library: key files, tokens, database helpers, the fixture loader and
 //! the demo. The integration tests use the same pieces.
 
+pub mod agent_bench;
 pub mod bench;
 pub mod confirm;
 pub mod db;

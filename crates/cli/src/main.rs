@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{bench, confirm, demo, dispatch, fixture, keys, load};
+use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -119,6 +119,17 @@ enum Command {
         /// 127.0.0.1:9808).
         #[arg(long, value_name = "ADDR", requires = "http")]
         listen: Option<String>,
+        /// With --http: serve HTTPS with this certificate chain (PEM), read again on SIGHUP or
+        /// when the file changes.
+        #[arg(long, value_name = "FILE", requires_all = ["http", "tls_key"])]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "FILE", requires_all = ["http", "tls_cert"])]
+        tls_key: Option<PathBuf>,
+        /// With --http and no certificate: serve plain HTTP on an address other than loopback
+        /// (only behind a TLS proxy that is the only way in).
+        #[arg(long, requires = "http")]
+        insecure_http: bool,
     },
     /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox;
     /// on Citus tenant by tenant, toolgate.tenant_claim_outbox),
@@ -267,6 +278,28 @@ enum Command {
         bench: BenchDb,
         #[arg(long)]
         count: i64,
+    },
+    /// For scripts/bench-agent.sh: SESSIONS MCP sessions (or SQL connections) closing orders of
+    /// tenant bench for SECONDS through the MCP server at --mcp (or `toolgate.tenant_call`), and
+    /// print "mode sessions calls seconds calls/s p50_ms p99_ms" (TSV). Fails unless every call
+    /// answered SUCCEEDED with one effect.
+    BenchAgent {
+        #[command(flatten)]
+        bench: BenchDb,
+        /// agent (tools/call through the server), sql (the same call, direct), or blocked (agent,
+        /// while a session of tenant bench2 waits on a row lock).
+        #[arg(long)]
+        mode: agent_bench::Mode,
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// The MCP server's address (its resource URL is http://ADDR/mcp).
+        #[arg(long)]
+        mcp: std::net::SocketAddr,
+        /// The application's login the direct calls use (the server's own).
+        #[arg(long, default_value = "bench_agent")]
+        login: String,
     },
     /// For scripts/bench.sh: enqueue INTENTS intents of the outbox tool erp_purchase_part in
     /// DBNAME (bench/setup.sql's), start the fake ERP on 127.0.0.1, drain them with the dispatcher
@@ -474,7 +507,9 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 serde_json::json!({"claimed": report.claimed, "lost": report.lost, "handed_back": report.handed_back, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
             );
         }
-        Command::Mcp { http, listen } => toolgate_mcp::run(http.as_deref(), listen.as_deref())?,
+        Command::Mcp { http, listen, tls_cert, tls_key, insecure_http } => {
+            toolgate_mcp::run(&toolgate_mcp::config::Options { http, listen, tls_cert, tls_key, insecure_http })?
+        }
         Command::Demo { host, port, dbname, keys, server_log } => {
             let opts = demo::Options { server: Server { host, port }, dbname, keys_dir: keys, server_log };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -534,6 +569,37 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 let db = Server { host, port }.connect("postgres", &dbname).await?;
                 bench::confirmations(&db, &identity, &channel, count).await
             })?;
+        }
+        Command::BenchAgent {
+            bench: BenchDb { host, port, dbname, keys: keys_dir },
+            mode,
+            sessions,
+            seconds,
+            mcp,
+            login,
+        } => {
+            let run = agent_bench::Run {
+                server: Server { host, port },
+                dbname,
+                login,
+                keys_dir,
+                resource: format!("http://{mcp}/mcp"),
+                mcp,
+                mode,
+                sessions,
+                seconds,
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let f = runtime.block_on(agent_bench::run(&run))?;
+            let name = format!("{mode:?}").to_lowercase();
+            println!(
+                "{name}\t{sessions}\t{}\t{:.3}\t{:.1}\t{:.2}\t{:.2}",
+                f.calls,
+                f.seconds,
+                f.calls as f64 / f.seconds,
+                f.p50_ms,
+                f.p99_ms
+            );
         }
         Command::BenchDispatch {
             bench: BenchDb { host, port, dbname, keys: keys_dir },

@@ -21,6 +21,10 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest one statement (a call) runs unless `TOOLGATE_STATEMENT_TIMEOUT` says.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest a client may take to send a request's headers, then its body, unless
+/// `TOOLGATE_READ_TIMEOUT` says.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The longest a request waits for a database connection unless `TOOLGATE_POOL_WAIT` says.
 pub const DEFAULT_POOL_WAIT: Duration = Duration::from_secs(5);
 
@@ -89,12 +93,80 @@ pub struct Http {
     /// operator, as `toolgate dispatch --listen`. `/healthz` and `/readyz` are also on `/mcp`'s
     /// address, for a load balancer.
     pub listen: Option<SocketAddr>,
+    /// `--tls-cert FILE --tls-key FILE`: serve HTTPS with this certificate chain and key (PEM),
+    /// read again on SIGHUP or when either file changes.
+    pub tls: Option<ListenerTls>,
+    /// `TOOLGATE_READ_TIMEOUT` (seconds): the longest a client may take to send a request's
+    /// headers, and then its body.
+    pub read_timeout: Duration,
+}
+
+/// The listener's certificate and key files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// How `toolgate mcp` was started: its command line.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--http ADDR`.
+    pub http: Option<String>,
+    /// `--listen ADDR`.
+    pub listen: Option<String>,
+    /// `--tls-cert FILE`.
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key FILE`.
+    pub tls_key: Option<PathBuf>,
+    /// `--insecure-http`: plain HTTP on an address other than loopback (behind a TLS proxy).
+    pub insecure_http: bool,
 }
 
 impl Config {
     /// The configuration of the process's environment; `http` is `--http ADDR`.
     pub fn from_env(http: Option<&str>) -> Result<Config, String> {
         Config::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()), http)
+    }
+
+    /// The configuration of the environment and the command line.
+    pub fn from_options(options: &Options) -> Result<Config, String> {
+        let mut config = Config::from_env(options.http.as_deref())?;
+        config.apply(options)?;
+        Ok(config)
+    }
+
+    /// The command line's listener settings: `--listen`, `--tls-cert`/`--tls-key`, and whether
+    /// plain HTTP may be served beyond loopback.
+    pub fn apply(&mut self, options: &Options) -> Result<(), String> {
+        if let Some(listen) = &options.listen {
+            self.listen(listen)?;
+        }
+        let tls = match (&options.tls_cert, &options.tls_key) {
+            (Some(cert), Some(key)) => Some(ListenerTls { cert: cert.clone(), key: key.clone() }),
+            (None, None) => None,
+            _ => return Err("--tls-cert and --tls-key go together".into()),
+        };
+        let Transport::Http(http) = &mut self.transport else {
+            if tls.is_some() || options.insecure_http {
+                return Err("--tls-cert, --tls-key and --insecure-http go with --http".into());
+            }
+            return Ok(());
+        };
+        if tls.is_none() && !http.addr.ip().is_loopback() && !options.insecure_http {
+            return Err(format!(
+                "--http {}: plain HTTP beyond loopback would carry every bearer token in clear (the MCP \
+                 authorization spec requires HTTPS): give --tls-cert and --tls-key, or --insecure-http when a TLS \
+                 proxy in front is the only way in",
+                http.addr
+            ));
+        }
+        if tls.is_some() && http.resource == format!("http://{}/mcp", http.addr) {
+            // The default resource URL follows the scheme served.
+            http.resource = format!("https://{}/mcp", http.addr);
+        }
+        http.tls = tls;
+        Ok(())
     }
 
     /// `--listen ADDR`: where the operator's endpoints are served (HTTP only; a loopback address).
@@ -225,7 +297,14 @@ impl Http {
                 allowed_hosts.push(host.to_string());
             }
         }
-        Ok(Http { addr, channels, resource, allowed_hosts, listen: None })
+        let read_timeout = match var("TOOLGATE_READ_TIMEOUT") {
+            Some(s) => match s.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Duration::from_secs(n),
+                _ => return Err(format!("TOOLGATE_READ_TIMEOUT {s:?}: a whole number of seconds, 1 or more")),
+            },
+            None => DEFAULT_READ_TIMEOUT,
+        };
+        Ok(Http { addr, channels, resource, allowed_hosts, listen: None, tls: None, read_timeout })
     }
 }
 

@@ -179,26 +179,72 @@ impl Gate {
         self.json("SELECT toolgate.authorization_servers($1::text)", &[&resource]).await
     }
 
-    /// `toolgate.call(identity, conversation, tool, args)`.
-    pub async fn call(&self, identity: &str, conversation: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
-        let outcome = self
-            .json(
-                "SELECT toolgate.call($1::text, $2::text, $3::text, $4::jsonb)",
-                &[&identity, &conversation, &tool, args],
-            )
-            .await;
+    /// `toolgate.tenant_call(tenant, identity, conversation, tool, args)` when the caller's tenant
+    /// is known (from the gate's own listing for the same token: on a Citus coordinator the call
+    /// runs whole on the node that holds the tenant; the gate refuses a tenant the token does not
+    /// name), else `toolgate.call(identity, conversation, tool, args)`.
+    pub async fn call(
+        &self,
+        tenant: Option<&str>,
+        identity: &str,
+        conversation: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, GateError> {
+        let outcome = match tenant {
+            Some(tenant) => {
+                self.json(
+                    "SELECT toolgate.tenant_call($1::text, $2::text, $3::text, $4::text, $5::jsonb)",
+                    &[&tenant, &identity, &conversation, &tool, args],
+                )
+                .await
+            }
+            None => {
+                self.json(
+                    "SELECT toolgate.call($1::text, $2::text, $3::text, $4::jsonb)",
+                    &[&identity, &conversation, &tool, args],
+                )
+                .await
+            }
+        };
         self.counted(tool, outcome)
     }
 
-    /// `toolgate.read(identity, tool, args)`.
-    pub async fn read(&self, identity: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
-        let outcome = self.json("SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args]).await;
+    /// `toolgate.tenant_read(tenant, identity, tool, args)`, or `toolgate.read(identity, tool,
+    /// args)` when the tenant is not known (as `call`).
+    pub async fn read(
+        &self,
+        tenant: Option<&str>,
+        identity: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, GateError> {
+        let outcome = match tenant {
+            Some(tenant) => {
+                self.json(
+                    "SELECT toolgate.tenant_read($1::text, $2::text, $3::text, $4::jsonb)",
+                    &[&tenant, &identity, &tool, args],
+                )
+                .await
+            }
+            None => self.json("SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args]).await,
+        };
         self.counted(tool, outcome)
     }
 
-    /// `toolgate.confirm(identity, confirmation)`.
-    pub async fn confirm(&self, identity: &str, confirmation: &str) -> Result<Value, GateError> {
-        let outcome = self.json("SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await;
+    /// `toolgate.tenant_confirm(tenant, identity, confirmation)`, or `toolgate.confirm(identity,
+    /// confirmation)` when the tenant is not known (as `call`).
+    pub async fn confirm(&self, tenant: Option<&str>, identity: &str, confirmation: &str) -> Result<Value, GateError> {
+        let outcome = match tenant {
+            Some(tenant) => {
+                self.json(
+                    "SELECT toolgate.tenant_confirm($1::text, $2::text, $3::text)",
+                    &[&tenant, &identity, &confirmation],
+                )
+                .await
+            }
+            None => self.json("SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await,
+        };
         self.counted("confirm", outcome)
     }
 

@@ -12,11 +12,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use axum_server::tls_rustls::RustlsConfig;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::Http;
 use crate::gate::GateError;
@@ -42,23 +43,27 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 
 struct Shared {
     server: ToolgateServer,
+    read_timeout: Duration,
     resource: String,
     metadata: String,
 }
 
-/// Serve until SIGINT or SIGTERM.
+/// Serve until SIGINT or SIGTERM: plain HTTP, or HTTPS with `--tls-cert` and `--tls-key`.
 pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, listen, .. }) = &server.transport else {
+    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, listen, tls, read_timeout, .. }) =
+        &server.transport
+    else {
         return Err("not configured for HTTP".into());
     };
-    let (addr, resource, listen) = (*addr, resource.clone(), *listen);
+    let (addr, resource, listen, tls, read_timeout) = (*addr, resource.clone(), *listen, tls.clone(), *read_timeout);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_allowed_hosts(allowed_hosts.clone());
     let handler = server.clone();
     let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
-    let shared = Arc::new(Shared { server, metadata: metadata_url(&resource), resource: resource.clone() });
+    let shared =
+        Arc::new(Shared { server, metadata: metadata_url(&resource), resource: resource.clone(), read_timeout });
     let app = Router::new()
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(shared.clone(), check_bearer))
@@ -79,10 +84,48 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
             let _ = axum::serve(listener, operator).await;
         });
     }
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    eprintln!("toolgate mcp: Streamable HTTP on {} for {resource}", listener.local_addr()?);
-    axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    // SIGTERM or SIGINT: no new connection is taken; requests in flight (each one transaction of
+    // the gate, bounded by the statement timeout) get SHUTDOWN_GRACE to end.
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    tokio::spawn(async move {
+        stopped().await;
+        eprintln!("toolgate mcp: stopping: no new requests; those in flight end");
+        stopping.graceful_shutdown(Some(SHUTDOWN_GRACE));
+    });
+    let app = app.into_make_service();
+    match tls {
+        Some(files) => {
+            let config = RustlsConfig::from_config(Arc::new(crate::tls::server_config(&files)?));
+            tokio::spawn(crate::tls::reload(files, config.clone()));
+            let mut server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
+            read_timeouts(server.http_builder(), read_timeout);
+            eprintln!("toolgate mcp: Streamable HTTP over TLS on {local} for {resource}");
+            server.serve(app).await?;
+        }
+        None => {
+            let mut server = axum_server::from_tcp(listener)?.handle(handle);
+            read_timeouts(server.http_builder(), read_timeout);
+            eprintln!("toolgate mcp: Streamable HTTP on {local} for {resource}");
+            server.serve(app).await?;
+        }
+    }
     Ok(())
+}
+
+/// How long the server waits for a connection to stop on SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// A client that dribbles its headers is cut off after `timeout` (hyper's header read timeout; the
+/// body has its own in `check_bearer`), so it does not hold a connection slot for ever.
+fn read_timeouts(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    timeout: Duration,
+) {
+    builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
 }
 
 async fn stopped() {
@@ -106,9 +149,16 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
     };
     // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
-        metrics.refused("too_large");
-        return (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response();
+    let bytes = match tokio::time::timeout(shared.read_timeout, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            metrics.refused("too_large");
+            return (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response();
+        }
+        Err(_) => {
+            metrics.refused("slow_body");
+            return (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response();
+        }
     };
     let method = match parts.method {
         axum::http::Method::POST => match serde_json::from_slice::<serde_json::Value>(&bytes) {

@@ -14,6 +14,7 @@ pub mod gate;
 pub mod http;
 pub mod metrics;
 pub mod server;
+pub mod tls;
 
 use rmcp::ServiceExt;
 
@@ -36,15 +37,12 @@ pub async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error + Sen
     Ok(())
 }
 
-/// `toolgate mcp [--http ADDR [--listen ADDR]]`: read the environment, then serve on a runtime of its own: over
+/// `toolgate mcp [--http ADDR [--listen ADDR] [--tls-cert FILE --tls-key FILE]]`: read the environment, then serve on a runtime of its own: over
 /// HTTP one thread per core, so different sessions' requests run in parallel; on stdio one thread
 /// (one person).
-pub fn run(http: Option<&str>, listen: Option<&str>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut config = Config::from_env(http)?;
-    if let Some(listen) = listen {
-        config.listen(listen)?;
-    }
-    let runtime = match http {
+pub fn run(options: &config::Options) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Config::from_options(options)?;
+    let runtime = match &options.http {
         Some(_) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
         None => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
     };

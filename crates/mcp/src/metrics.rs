@@ -74,7 +74,7 @@ impl Default for Metrics {
         registry.register(
             "refused",
             "Requests refused before the gate: unauthorized (401), busy and unavailable (503), too_large \
-             (413), parse_error",
+             (413), slow_body (408), parse_error",
             refused.clone(),
         );
         registry.register("pool_connections", "Database connections open", pool_size.clone());

@@ -249,7 +249,7 @@ impl ToolgateServer {
         }
         let read = listing.is_some_and(|l| l.tools.iter().any(|(t, read)| *read && t.name == name));
         let outcome = if read {
-            self.gate.read(&caller.identity, &name, &args).await
+            self.gate.read(caller.tenant(), &caller.identity, &name, &args).await
         } else {
             let Some(conversation) = caller.conversation.as_deref() else {
                 return Ok(message(
@@ -259,7 +259,7 @@ impl ToolgateServer {
                 )
                 .into());
             };
-            self.gate.call(&caller.identity, conversation, &name, &args).await
+            self.gate.call(caller.tenant(), &caller.identity, conversation, &name, &args).await
         };
         let outcome = match outcome {
             Ok(o) => o,
@@ -408,7 +408,7 @@ impl ToolgateServer {
             exp: now + CONFIRMATION_TTL,
             via: Via::Typed,
         });
-        match self.gate.confirm(&caller.identity, &signed).await {
+        match self.gate.confirm(caller.tenant(), &caller.identity, &signed).await {
             Ok(o) => result(o),
             Err(e) => gate_error(&e),
         }
@@ -450,7 +450,7 @@ impl ToolgateServer {
         }
         match newest {
             Some(token) if claimed_proposal(&token).as_deref() == Some(wanted) => {
-                match self.gate.confirm(&caller.identity, &token).await {
+                match self.gate.confirm(caller.tenant(), &caller.identity, &token).await {
                     Ok(o) => result(o),
                     Err(e) => gate_error(&e),
                 }

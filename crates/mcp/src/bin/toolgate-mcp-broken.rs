@@ -21,7 +21,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match toolgate_mcp::run(http, None) {
+    let options = toolgate_mcp::config::Options { http: http.map(String::from), ..Default::default() };
+    match toolgate_mcp::run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate-mcp-broken: {e}");
