@@ -170,7 +170,9 @@ def dispatch_section(dispatch_path):
            "spends at least 50 ms in flight: concurrency × 20 intents/s is the ceiling. Each figure is the "
            "concurrency's median round. The dispatcher on its own (an ERP answering at once, its CPU per delivery, "
            "the queue's lag while a client enqueues) is `scripts/bench-dispatch.sh`'s: "
-           "[benchmarks-dispatch.md](benchmarks-dispatch.md).\n",
+           "[benchmarks-dispatch.md](benchmarks-dispatch.md). What an agent's call costs end to end through "
+           "`toolgate mcp --http`, beside the same call in SQL, is `scripts/bench-agent.sh`'s: "
+           "[benchmarks-agent.md](benchmarks-agent.md).\n",
            "| intents in flight | batch | intents/s | range | seconds per run |", "|---:|---:|---:|---:|---:|"]
     for c in sorted(rounds):
         runs = rounds[c]

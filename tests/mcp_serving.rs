@@ -387,3 +387,28 @@ async fn calls_take_the_tenant_routed_entry_points() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A `tools/call` may reuse the listing the gate gave for its token moments ago
+/// (`TOOLGATE_LISTING_TTL`) instead of asking the gate twice, but the call itself still verifies
+/// the token in the gate: a key revoked meanwhile refuses the call (nothing applied, audited), and
+/// `tools/list` asks the gate every time (401).
+#[tokio::test]
+async fn a_reused_listing_never_lets_a_revoked_token_act() {
+    let lab = lab("mcp_listing_reuse").await;
+    let root = lab.connect("postgres").await.unwrap();
+    let mcp = Mcp::start(&[("TOOLGATE_DATABASE_URL", database(&lab)), ("TOOLGATE_LISTING_TTL", "600".into())]).await;
+    let token = keys::identity_for(&lab.a.idp, "user-17", "shopping-a", "supervisor", 600, &[mcp.resource()]);
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    assert_eq!(mcp.post(&token, list.clone()).await.status, 200);
+    let first = mcp.post(&token, tool_call("read_order", json!({"order_id": "742"}))).await;
+    assert!(String::from_utf8_lossy(&first.body).contains("\"outcome\":\"SUCCEEDED\""));
+    root.execute("SELECT toolgate.revoke_key('idp-shopping-a')", &[]).await.unwrap();
+    let call = mcp.post(&token, tool_call("request_close", close_args("742", "revoked-key-742"))).await;
+    let text = String::from_utf8_lossy(&call.body).into_owned();
+    assert!(call.status == 401 || (text.contains("\"isError\":true") && text.contains("identity_invalid")), "{text}");
+    assert_eq!(
+        count(&root, "SELECT count(*) FROM maintenance.close_requests WHERE idempotency_key = 'revoked-key-742'").await,
+        0
+    );
+    assert_eq!(mcp.post(&token, list).await.status, 401, "tools/list asks the gate each time");
+}

@@ -9,32 +9,9 @@ mod common;
 
 use common::outbox::*;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 use toolgate_fake_erp::{Fault, Matcher};
-
-/// The server's `pg_ctl`, from its own installation (found from the running postmaster's executable).
-fn pg_ctl_of(data: &Path) -> PathBuf {
-    let pid = std::fs::read_to_string(data.join("postmaster.pid")).expect("the server is running");
-    let pid = pid.lines().next().unwrap().trim().to_string();
-    let postgres = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the postmaster's executable");
-    postgres.parent().unwrap().join("pg_ctl")
-}
-
-/// `pg_ctl -D data args`, as the server's own user.
-fn pg_ctl(bin: &Path, data: &Path, args: &[&str]) {
-    let status = Command::new("runuser")
-        .args(["-u", "postgres", "--", "env", "-u", "RUST_BACKTRACE"])
-        .arg(bin)
-        .arg("-D")
-        .arg(data)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("pg_ctl runs");
-    assert!(status.success(), "pg_ctl {args:?}");
-}
 
 #[tokio::test]
 async fn the_database_stopped_immediately_mid_batch_loses_and_duplicates_nothing() {

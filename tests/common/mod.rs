@@ -7,7 +7,8 @@ pub mod mcp;
 pub mod outbox;
 
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 use toolgate_cli::db::Server;
@@ -80,4 +81,26 @@ pub fn toolgate() -> PathBuf {
     candidates.iter().find(|p| p.is_file()).cloned().unwrap_or_else(|| {
         panic!("no toolgate command in {candidates:?}: build it (cargo build -p toolgate-cli) or set TOOLGATE_BIN")
     })
+}
+
+/// The server's `pg_ctl`, from its own installation (found from the running postmaster's executable).
+pub fn pg_ctl_of(data: &Path) -> PathBuf {
+    let pid = std::fs::read_to_string(data.join("postmaster.pid")).expect("the server is running");
+    let pid = pid.lines().next().unwrap().trim().to_string();
+    let postgres = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the postmaster's executable");
+    postgres.parent().unwrap().join("pg_ctl")
+}
+
+/// `pg_ctl -D data args`, as the server's own user.
+pub fn pg_ctl(bin: &Path, data: &Path, args: &[&str]) {
+    let status = Command::new("runuser")
+        .args(["-u", "postgres", "--", "env", "-u", "RUST_BACKTRACE"])
+        .arg(bin)
+        .arg("-D")
+        .arg(data)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("pg_ctl runs");
+    assert!(status.success(), "pg_ctl {args:?}");
 }

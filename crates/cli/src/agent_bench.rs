@@ -170,11 +170,14 @@ pub async fn run(run: &Run) -> Result<Figures> {
     // try waits for the server's lock_timeout, then again) while the bench sessions run.
     let mut blocker = None;
     if run.mode == Mode::Blocked {
+        // An order of its own each run: the last run's waiting call closed its order when the lock
+        // went, and a closed order is passed over without waiting.
+        let order: i64 = root.query_one("SELECT nextval('bench.blocked')", &[]).await?.get(0);
         let holder = run.server.connect("postgres", &run.dbname).await?;
         holder
-            .batch_execute(
-                "BEGIN; SELECT 1 FROM maintenance.work_orders WHERE tenant_id = 'bench2' AND order_id = '1' FOR UPDATE",
-            )
+            .batch_execute(&format!(
+                "BEGIN; SELECT 1 FROM maintenance.work_orders WHERE tenant_id = 'bench2' AND order_id = '{order}' FOR UPDATE"
+            ))
             .await?;
         let token = keys::identity_for(
             &keys::load(&run.keys_dir, "idp-bench2")?,
@@ -185,12 +188,16 @@ pub async fn run(run: &Run) -> Result<Figures> {
             std::slice::from_ref(&run.resource),
         );
         let mut session = Session::new(run.mcp, &token, "bench2-blocked");
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "request_close", "arguments": close_args(1)}})
-        .to_string();
         let task = tokio::spawn(async move {
+            // A fresh key each try: a replay would answer at once without waiting for the order.
+            let fresh =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
             let mut tries = 0u32;
             while Instant::now() < deadline {
+                let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "request_close", "arguments": {"order_id": order.to_string(), "reason": "benchmark close",
+                    "idempotency_key": format!("blocked-{fresh}-{tries}")}}})
+                .to_string();
                 if session.post(body.as_bytes()).await.is_err() {
                     break;
                 }

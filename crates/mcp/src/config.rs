@@ -25,6 +25,10 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `TOOLGATE_READ_TIMEOUT` says.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a bearer token's listing serves its `tools/call` requests unless
+/// `TOOLGATE_LISTING_TTL` says.
+pub const DEFAULT_LISTING_TTL: Duration = Duration::from_secs(10);
+
 /// The longest a request waits for a database connection unless `TOOLGATE_POOL_WAIT` says.
 pub const DEFAULT_POOL_WAIT: Duration = Duration::from_secs(5);
 
@@ -99,6 +103,10 @@ pub struct Http {
     /// `TOOLGATE_READ_TIMEOUT` (seconds): the longest a client may take to send a request's
     /// headers, and then its body.
     pub read_timeout: Duration,
+    /// `TOOLGATE_LISTING_TTL` (seconds; 0: none): how long the gate's listing for a bearer token
+    /// serves that token's `tools/call` requests without asking the gate first (the call itself
+    /// verifies the token in the gate).
+    pub listing_ttl: Duration,
 }
 
 /// The listener's certificate and key files.
@@ -217,7 +225,7 @@ impl Config {
         }
         let pool = PoolSize {
             size,
-            queue: count("TOOLGATE_POOL_QUEUE", 4 * size)?,
+            queue: count("TOOLGATE_POOL_QUEUE", 8 * size)?,
             wait: seconds("TOOLGATE_POOL_WAIT", DEFAULT_POOL_WAIT)?,
         };
         let state_key = match var("TOOLGATE_STATE_KEY_FILE") {
@@ -304,7 +312,13 @@ impl Http {
             },
             None => DEFAULT_READ_TIMEOUT,
         };
-        Ok(Http { addr, channels, resource, allowed_hosts, listen: None, tls: None, read_timeout })
+        let listing_ttl = match var("TOOLGATE_LISTING_TTL") {
+            Some(s) => Duration::from_secs(
+                s.trim().parse().map_err(|_| format!("TOOLGATE_LISTING_TTL {s:?}: a whole number of seconds"))?,
+            ),
+            None => DEFAULT_LISTING_TTL,
+        };
+        Ok(Http { addr, channels, resource, allowed_hosts, listen: None, tls: None, read_timeout, listing_ttl })
     }
 }
 
@@ -457,7 +471,7 @@ mod tests {
         let vars = [("TOOLGATE_DATABASE_URL", "host=/tmp"), ("TOOLGATE_IDENTITY_TOKEN", "t")];
         let c = config(&vars).unwrap();
         assert_eq!(c.pool.size, default_pool_size());
-        assert_eq!((c.pool.queue, c.pool.wait), (4 * c.pool.size, DEFAULT_POOL_WAIT));
+        assert_eq!((c.pool.queue, c.pool.wait), (8 * c.pool.size, DEFAULT_POOL_WAIT));
         let mut more = vars.to_vec();
         more.extend([("TOOLGATE_POOL_SIZE", "3"), ("TOOLGATE_POOL_QUEUE", "0"), ("TOOLGATE_POOL_WAIT", "2")]);
         let c = config(&more).unwrap();

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Http;
 use crate::gate::GateError;
+use crate::listings::Listings;
 use crate::server::{listing_of, ToolgateServer, Verified};
 
 /// The token of an `Authorization: Bearer <token>` header value.
@@ -44,26 +45,41 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 struct Shared {
     server: ToolgateServer,
     read_timeout: Duration,
+    listings: Listings,
     resource: String,
     metadata: String,
 }
 
 /// Serve until SIGINT or SIGTERM: plain HTTP, or HTTPS with `--tls-cert` and `--tls-key`.
 pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let crate::config::Transport::Http(Http { addr, resource, allowed_hosts, listen, tls, read_timeout, .. }) =
-        &server.transport
+    let crate::config::Transport::Http(Http {
+        addr,
+        resource,
+        allowed_hosts,
+        listen,
+        tls,
+        read_timeout,
+        listing_ttl,
+        ..
+    }) = &server.transport
     else {
         return Err("not configured for HTTP".into());
     };
     let (addr, resource, listen, tls, read_timeout) = (*addr, resource.clone(), *listen, tls.clone(), *read_timeout);
+    let listings = Listings::new(*listing_ttl);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_allowed_hosts(allowed_hosts.clone());
     let handler = server.clone();
     let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
-    let shared =
-        Arc::new(Shared { server, metadata: metadata_url(&resource), resource: resource.clone(), read_timeout });
+    let shared = Arc::new(Shared {
+        server,
+        metadata: metadata_url(&resource),
+        resource: resource.clone(),
+        read_timeout,
+        listings,
+    });
     let app = Router::new()
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(shared.clone(), check_bearer))
@@ -172,15 +188,27 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
         ref other => other.as_str().to_string(),
     };
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
+    // A call verifies the token again in the gate: a listing verified a moment ago serves it.
+    if method == "tools/call" {
+        if let Some(listing) = shared.listings.get(&token) {
+            request.extensions_mut().insert(Verified(listing));
+            let response = next.run(request).await;
+            metrics.request(&method, started.elapsed());
+            return response;
+        }
+    }
     match shared.server.gate.tools(&token).await {
         Ok(outcome) => match listing_of(&outcome) {
             Ok(listing) => {
-                request.extensions_mut().insert(Verified(Arc::new(listing)));
+                let listing = Arc::new(listing);
+                shared.listings.put(&token, listing.clone());
+                request.extensions_mut().insert(Verified(listing));
                 let response = next.run(request).await;
-                shared.server.gate.metrics().request(&method, started.elapsed());
+                metrics.request(&method, started.elapsed());
                 response
             }
             Err(why) => {
+                shared.listings.forget(&token);
                 metrics.refused("unauthorized");
                 unauthorized(&shared, Some(&why))
             }

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod gate;
 pub mod http;
+pub mod listings;
 pub mod metrics;
 pub mod server;
 pub mod tls;
