@@ -102,7 +102,7 @@ if ! $smoke && command -v perf >/dev/null; then
     "$TOOLGATE_BIN" bench-agent --host "$sock" --port "$port" --dbname "$dbname" --keys "$work/keys" \
         --mode agent --sessions 16 --seconds "$seconds" --mcp "$mcp_addr" >/dev/null
     wait "$perf_pid" || true
-    profile=$(perf report -q -i "$work/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v '^$' | grep -v '^#' |
+    profile=$(perf report -q -i "$work/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -v '^$' | grep -v '^#' |
         sed -n '1,8p' | sed 's/^ *//')
     profile+=$'\n\n'$(perf report -q -i "$work/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
         grep -v '^$' | grep -v '^#' | sed -n '1,15p' | sed 's/^ *//')
@@ -144,6 +144,44 @@ echo "$table"
 if $smoke; then
     exit 0
 fi
+# The plot: calls per second by sessions, the agent path and direct SQL (median rounds).
+python3 - "$results" docs/benchmarks-agent.svg <<'EOF'
+import math, statistics, sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+series = {}
+for mode in ("agent", "sql"):
+    sizes = sorted({int(r[1]) for r in rows if r[0] == mode})
+    series[mode] = [(n, statistics.median(float(r[4]) for r in rows if r[0] == mode and int(r[1]) == n)) for n in sizes]
+w, h, left, bottom, top, right = 640, 360, 70, 50, 30, 170
+top_rate = max(v for s in series.values() for _, v in s) * 1.1
+sizes = sorted({n for s in series.values() for n, _ in s})
+span = max(math.log2(sizes[-1]) - math.log2(sizes[0]), 1)
+x = lambda n: left + (math.log2(n) - math.log2(sizes[0])) / span * (w - left - right)
+y = lambda v: h - bottom - v / top_rate * (h - bottom - top)
+out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+       f'<rect width="{w}" height="{h}" fill="white"/>',
+       f'<text x="{left}" y="18" font-size="14">Tier-0 closes per second: the agent path and direct SQL</text>',
+       f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="black"/>',
+       f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>']
+for n in sizes:
+    out.append(f'<text x="{x(n):.0f}" y="{h - bottom + 18}" text-anchor="middle">{n}</text>')
+out.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 12}" text-anchor="middle">concurrent sessions</text>')
+step = 1000 if top_rate > 4000 else 500
+v = 0
+while v <= top_rate:
+    out.append(f'<text x="{left - 8}" y="{y(v) + 4:.0f}" text-anchor="end">{v:,.0f}</text>')
+    out.append(f'<line x1="{left}" y1="{y(v):.0f}" x2="{w - right}" y2="{y(v):.0f}" stroke="#ddd"/>')
+    v += step
+for mode, label, color in (("agent", "toolgate mcp --http", "#c0392b"), ("sql", "direct SQL", "#2c3e50")):
+    points = " ".join(f"{x(n):.0f},{y(v):.0f}" for n, v in series[mode])
+    out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
+    out += [f'<circle cx="{x(n):.0f}" cy="{y(v):.0f}" r="3" fill="{color}"/>' for n, v in series[mode]]
+    ly = top + 20 + (0 if mode == "agent" else 20)
+    out.append(f'<line x1="{w - right + 15}" y1="{ly}" x2="{w - right + 35}" y2="{ly}" stroke="{color}" stroke-width="2"/>')
+    out.append(f'<text x="{w - right + 40}" y="{ly + 4}">{label}</text>')
+out.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+EOF
 {
     cat <<DOC
 # The agent's whole path: \`toolgate mcp --http\` against direct SQL
@@ -157,6 +195,8 @@ and conversation), the direct path \`SELECT toolgate.tenant_call(…)\` on a con
 login, which is what the server runs. Every call is checked SUCCEEDED with one effect.
 
 $table
+
+![Calls per second by concurrent sessions, the agent path and direct SQL](benchmarks-agent.svg)
 
 Targets (issue 44): the agent path at 16 sessions ≥ 0.8 × direct SQL; at 64 ≥ 0.9 × the
 16-session figure; head-of-line p99 ≤ 2 × unblocked. Head-of-line is met: a call waiting on a lock

@@ -158,7 +158,16 @@ impl Audit {
     #[cfg_attr(feature = "steps", inline(never))]
     pub fn record(&self, reply: &Reply) {
         let rule = reply.rule.map(|r| r.as_str());
-        let detail = crate::jsonb::map_arg(&self.detail);
+        let traced;
+        let detail = match crate::trace_id() {
+            Some(id) => {
+                let mut with = self.detail.clone();
+                with.insert("trace_id".into(), Value::String(id));
+                traced = with;
+                crate::jsonb::map_arg(&traced)
+            }
+            None => crate::jsonb::map_arg(&self.detail),
+        };
         let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         spi::run(
             "INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, \

@@ -28,8 +28,33 @@ pub static LOG_CALLS: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(fal
 pub static AUDIENCE: pgrx::GucSetting<Option<std::ffi::CString>> =
     pgrx::GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// `toolgate.trace_id`: the W3C trace id (32 lowercase hex digits) of the request a session's
+/// next calls serve; each audit row written meanwhile names it in `detail.trace_id`, so an
+/// operator goes from a host's trace to the database's audit. An MCP server sets it from the
+/// request's `traceparent`. Anything else (empty, the wrong shape, all zeros) is not written.
+pub static TRACE_ID: pgrx::GucSetting<Option<std::ffi::CString>> =
+    pgrx::GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// The session's trace id, if it is one (W3C Trace Context: 32 lowercase hex digits, not all zero).
+pub fn trace_id() -> Option<String> {
+    let id = TRACE_ID.get()?;
+    let id = id.to_str().ok()?;
+    let valid = id.len() == 32
+        && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && id.bytes().any(|b| b != b'0');
+    valid.then(|| id.to_string())
+}
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    pgrx::GucRegistry::define_string_guc(
+        c"toolgate.trace_id",
+        c"The W3C trace id the audit rows of this session's next calls name (detail.trace_id).",
+        c"Set by an MCP server from each request's traceparent: 32 lowercase hex digits; anything else is not written.",
+        &TRACE_ID,
+        pgrx::GucContext::Userset,
+        pgrx::GucFlags::default(),
+    );
     pgrx::GucRegistry::define_string_guc(
         c"toolgate.audience",
         c"The audience every identity token of this session must name in its aud claim.",

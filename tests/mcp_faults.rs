@@ -2,7 +2,8 @@
 //! database stopped with `pg_ctl stop -m immediate` while 16 sessions close orders, and the server
 //! killed (-9) in the middle of a call and started again. Each host retries a call that was not
 //! answered SUCCEEDED with the same idempotency key until it is. Judged from the tables: each key
-//! one effect, none lost. A test binary of its own: it stops the server every test uses.
+//! one effect, none lost. A test binary of its own: it stops the server every test uses, and its
+//! two tests take turns (`SERIAL`).
 
 mod common;
 
@@ -16,6 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 use toolgate_cli::keys;
+
+/// One test at a time: one stops the database the other uses.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Closes of shopping-a at tier 0, with orders 10001 and on.
 async fn tier0(root: &Client, orders: usize) {
@@ -93,6 +97,7 @@ async fn one_effect_each(root: &Client, orders: usize) {
 async fn the_database_stopped_under_sixteen_sessions() {
     const SESSIONS: usize = 16;
     const EACH: usize = 20;
+    let _turn = SERIAL.lock().await;
     let lab = lab("mcp_db_restart").await;
     let root = lab.connect("postgres").await.unwrap();
     tier0(&root, SESSIONS * EACH).await;
@@ -137,6 +142,7 @@ async fn the_database_stopped_under_sixteen_sessions() {
 
 #[tokio::test]
 async fn the_server_killed_mid_call_and_started_again() {
+    let _turn = SERIAL.lock().await;
     let lab = lab("mcp_server_kill").await;
     let root = lab.connect("postgres").await.unwrap();
     tier0(&root, 1).await;
@@ -158,7 +164,8 @@ async fn the_server_killed_mid_call_and_started_again() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while count(
         &root,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock'",
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock' \
+              AND datname = current_database()",
     )
     .await
         == 0

@@ -28,7 +28,8 @@ async fn until_a_call_waits(root: &Client) {
     loop {
         let waiting = count(
             root,
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock'",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock' \
+              AND datname = current_database()",
         )
         .await;
         if waiting > 0 {
@@ -411,4 +412,121 @@ async fn a_reused_listing_never_lets_a_revoked_token_act() {
         0
     );
     assert_eq!(mcp.post(&token, list).await.status, 401, "tools/list asks the gate each time");
+}
+
+/// A request's `traceparent` reaches the audit row of its call (`detail.trace_id`), and the
+/// server writes one JSON line for the request with its method, tool, outcome, status, duration and
+/// trace id, never the token or an argument's value.
+#[tokio::test]
+async fn a_traceparent_reaches_the_audit_and_the_log() {
+    let lab = lab("mcp_trace").await;
+    let root = lab.connect("postgres").await.unwrap();
+    let log = keys_dir().join("mcp-trace.log");
+    let mcp = Mcp::start_logging(&[("TOOLGATE_DATABASE_URL", database(&lab))], &log).await;
+    let token = keys::identity_for(&lab.b.idp, "user-31", "shopping-b", "supervisor", 600, &[mcp.resource()]);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let body = tool_call("read_order", json!({"order_id": "743"})).to_string().into_bytes();
+    let bearer = format!("Bearer {token}");
+    let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("traceparent", traceparent.as_str()),
+    ];
+    let reply =
+        toolgate_fake_erp::client::call(mcp.addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(30))
+            .await
+            .unwrap();
+    assert_eq!(reply.status, 200);
+    let audited: Option<String> = root
+        .query_one(
+            "SELECT detail->>'trace_id' FROM toolgate.audit WHERE kind = 'read' ORDER BY audit_id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(audited.as_deref(), Some(trace), "the call's audit row names the request's trace");
+    // A request without one gets a trace of the server's own, not the last request's.
+    assert_eq!(mcp.post(&token, tool_call("read_order", json!({"order_id": "743"}))).await.status, 200);
+    let next: Option<String> = root
+        .query_one(
+            "SELECT detail->>'trace_id' FROM toolgate.audit WHERE kind = 'read' ORDER BY audit_id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(next.as_deref().is_some_and(|t| t.len() == 32 && t != trace), "{next:?}");
+    drop(mcp);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let request = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["fields"]["trace_id"] == trace)
+        .unwrap_or_else(|| panic!("no JSON line for the request: {lines}"));
+    let fields = &request["fields"];
+    assert_eq!(
+        (fields["method"].as_str(), fields["tool"].as_str()),
+        (Some("tools/call"), Some("read_order")),
+        "{request}"
+    );
+    assert_eq!((fields["outcome"].as_str(), fields["status"].as_u64()), (Some("SUCCEEDED"), Some(200)), "{request}");
+    assert!(fields["duration_ms"].as_f64().is_some(), "{request}");
+    assert!(!lines.contains(&token) && !lines.contains("\"743\""), "a token or an argument in the log");
+}
+
+/// SIGTERM: the server takes no new connection, lets the call in flight finish and answer, then
+/// exits 0: a rolling restart drops no call.
+#[tokio::test]
+async fn sigterm_finishes_the_calls_in_flight() {
+    let lab = lab("mcp_sigterm").await;
+    let root = lab.connect("postgres").await.unwrap();
+    let holder = lab.connect("postgres").await.unwrap();
+    let mut mcp =
+        Mcp::start(&[("TOOLGATE_DATABASE_URL", database(&lab)), ("TOOLGATE_LOCK_TIMEOUT", "60".into())]).await;
+    let token = keys::identity_for(&lab.a.idp, "user-17", "shopping-a", "supervisor", 600, &[mcp.resource()]);
+    hold_742(&holder).await;
+    let in_flight = {
+        let (addr, token) = (mcp.addr, token.clone());
+        tokio::spawn(async move {
+            let body = tool_call("request_close", close_args("742", "term-key-742")).to_string().into_bytes();
+            let bearer = format!("Bearer {token}");
+            let headers = [
+                ("Authorization", bearer.as_str()),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Toolgate-Conversation", "term-conversation"),
+            ];
+            toolgate_fake_erp::client::call(addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(60))
+                .await
+                .unwrap()
+        })
+    };
+    until_a_call_waits(&root).await;
+    let status = std::process::Command::new("kill").args(["-TERM", &mcp.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    // No new connection is taken once the listener has stopped.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(mcp.addr).await.is_ok() {
+        assert!(Instant::now() < deadline, "the server still takes connections after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(mcp.exited().is_none(), "the server left before its call in flight ended");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let reply = in_flight.await.unwrap();
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(!text.contains("\"isError\":true"), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(code) = mcp.exited() {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit after its last call");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(code.success(), "exit status {code:?}");
+    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.ledger WHERE idempotency_key = 'term-key-742'").await, 1);
 }

@@ -35,6 +35,16 @@ impl Mcp {
     /// On `addr` (free), with more arguments and the environment `env` (which may name its own
     /// `TOOLGATE_RESOURCE_URL`).
     pub async fn start_on(addr: SocketAddr, args: &[&str], env: &[(&str, String)]) -> Mcp {
+        Mcp::spawn(addr, args, env, Stdio::inherit()).await
+    }
+
+    /// Its log lines (standard error) written to `log`.
+    pub async fn start_logging(env: &[(&str, String)], log: &std::path::Path) -> Mcp {
+        let file = std::fs::File::create(log).unwrap();
+        Mcp::spawn(free_addr(), &[], env, Stdio::from(file)).await
+    }
+
+    async fn spawn(addr: SocketAddr, args: &[&str], env: &[(&str, String)], stderr: Stdio) -> Mcp {
         let child = Command::new(toolgate())
             .args(["mcp", "--http", &addr.to_string()])
             .args(args)
@@ -42,6 +52,7 @@ impl Mcp {
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("toolgate mcp starts");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -50,6 +61,11 @@ impl Mcp {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Mcp { child, addr }
+    }
+
+    /// The server's exit status, once it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 
     /// The server process's id.

@@ -722,7 +722,10 @@ async def database_unavailable(lab):
                 err, text, out = await call(s, "request_close", close_args(order, key))
             else:
                 # Over HTTP the bearer token cannot be checked either: 503 with Retry-After, the
-                # request never served unchecked (T8 of the third security review).
+                # request never served unchecked (T8 of the third security review); or, when the
+                # server reuses the listing the gate gave for this token a moment ago
+                # (TOOLGATE_LISTING_TTL), the call itself reaches the gate and is an isError result
+                # saying the database is unavailable and nothing was applied.
                 token = lab.identity("supervisor").read_text().strip()
                 body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                         "params": {"name": "request_close", "arguments": close_args(order, key)}}
@@ -730,7 +733,12 @@ async def database_unavailable(lab):
                     r = await http.post(s.url, json=body, headers={
                         "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
                         "MCP-Protocol-Version": "2025-11-25", "Toolgate-Conversation": f"eval-{uuid.uuid4().hex}"})
-                err, text = r.status_code == 503 and "retry-after" in r.headers, f"HTTP {r.status_code}: unavailable"
+                if r.status_code == 200:
+                    result = r.json().get("result", {})
+                    text = " ".join(c.get("text", "") for c in result.get("content", []))
+                    err = result.get("isError") is True and "nothing was applied" in text
+                else:
+                    err, text = r.status_code == 503 and "retry-after" in r.headers, f"HTTP {r.status_code}: unavailable"
         finally:
             lab.root.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
         check(err and "unavailable" in text, f"while down: {err} {text!r}")

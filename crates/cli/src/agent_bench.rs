@@ -209,7 +209,8 @@ pub async fn run(run: &Run) -> Result<Figures> {
         let waiting = Instant::now() + Duration::from_secs(10);
         while db::count(
             &root,
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock'",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'toolgate-mcp' AND wait_event_type = 'Lock' \
+              AND datname = current_database()",
             &[],
         )
         .await?

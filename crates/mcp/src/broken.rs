@@ -105,7 +105,7 @@ impl ToolgateServer {
         let _ = self.listing(caller).await;
         let conversation = caller.conversation.clone()?;
         let outcome =
-            self.gate.call(caller.tenant(), &caller.identity, &conversation, &request.name, args).await.ok()?;
+            self.gate.call(&caller.route(), &caller.identity, &conversation, &request.name, args).await.ok()?;
         let proposal = &outcome["proposal"];
         let (decision, said) = decision(&answer, proposal["tier"].as_i64().unwrap_or(1))?;
         let id = proposal["id"].as_str()?;

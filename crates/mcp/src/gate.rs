@@ -47,6 +47,35 @@ impl std::fmt::Display for GateError {
     }
 }
 
+/// `toolgate.trace_id` set for the session's next statements (`false`: not local to a transaction:
+/// each call is one statement, its own transaction).
+const SET_TRACE: &str = "SELECT pg_catalog.set_config('toolgate.trace_id', $1::text, false)";
+
+/// Where a call goes and what it carries besides its arguments: the caller's tenant (from the
+/// gate's listing for the token; `None`: the tenant-less entry points), the request's trace id,
+/// and where the request's log line learns the tool and the outcome.
+#[derive(Default, Clone, Copy)]
+pub struct Route<'a> {
+    pub tenant: Option<&'a str>,
+    pub trace: Option<&'a str>,
+    pub record: Option<&'a RequestRecord>,
+}
+
+/// What a request's log line says of the gate: the last entry point's tool and outcome.
+#[derive(Default, Debug)]
+pub struct RequestRecord(std::sync::Mutex<Option<(String, String)>>);
+
+impl RequestRecord {
+    fn set(&self, tool: &str, outcome: &str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((tool.to_string(), outcome.to_string()));
+    }
+
+    /// The tool and the outcome, if the request ran an entry point.
+    pub fn get(&self) -> Option<(String, String)> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// How many connections, and how many requests may wait for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolSize {
@@ -126,11 +155,11 @@ impl Gate {
         self.pool.timeout_get(&self.timeouts).await.map_err(|e| match e {
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => GateError::Busy,
             PoolError::Backend(e) => {
-                eprintln!("toolgate mcp: cannot connect: {}", describe(&e));
+                tracing::warn!("cannot connect: {}", describe(&e));
                 GateError::Unavailable
             }
             other => {
-                eprintln!("toolgate mcp: cannot connect: {other}");
+                tracing::warn!("cannot connect: {other}");
                 GateError::Unavailable
             }
         })
@@ -143,8 +172,37 @@ impl Gate {
 
     /// Run a statement that returns one jsonb value (NULL: `Value::Null`).
     async fn json(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Value, GateError> {
+        self.run(None, sql, params).await
+    }
+
+    /// `json`, the statement prepared once per connection; with `trace`, `toolgate.trace_id` set
+    /// to it first (pipelined: no round trip more), so the call's audit row names the trace.
+    async fn run(&self, trace: Option<&str>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Value, GateError> {
         let client = self.connection().await?;
-        let result = client.query_one(sql, params).await;
+        let result = match trace {
+            None => match client.prepare_cached(sql).await {
+                Ok(statement) => client.query_one(&statement, params).await,
+                Err(e) => Err(e),
+            },
+            Some(trace) => {
+                // Both prepared first (once per connection), so the two executions go out in this
+                // order on the first poll of each, the setting before the call.
+                let prepared = match client.prepare_cached(SET_TRACE).await {
+                    Ok(set) => client.prepare_cached(sql).await.map(|call| (set, call)),
+                    Err(e) => Err(e),
+                };
+                match prepared {
+                    Ok((set, call)) => {
+                        let traced: [&(dyn ToSql + Sync); 1] = [&trace];
+                        match tokio::join!(client.query_one(&set, &traced), client.query_one(&call, params)) {
+                            (Err(e), _) | (_, Err(e)) => Err(e),
+                            (Ok(_), Ok(row)) => Ok(row),
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
         let lost = client.is_closed();
         match result {
             Ok(row) => {
@@ -185,67 +243,70 @@ impl Gate {
     /// name), else `toolgate.call(identity, conversation, tool, args)`.
     pub async fn call(
         &self,
-        tenant: Option<&str>,
+        route: &Route<'_>,
         identity: &str,
         conversation: &str,
         tool: &str,
         args: &Value,
     ) -> Result<Value, GateError> {
-        let outcome = match tenant {
+        let outcome = match route.tenant {
             Some(tenant) => {
-                self.json(
+                self.run(
+                    route.trace,
                     "SELECT toolgate.tenant_call($1::text, $2::text, $3::text, $4::text, $5::jsonb)",
                     &[&tenant, &identity, &conversation, &tool, args],
                 )
                 .await
             }
             None => {
-                self.json(
+                self.run(
+                    route.trace,
                     "SELECT toolgate.call($1::text, $2::text, $3::text, $4::jsonb)",
                     &[&identity, &conversation, &tool, args],
                 )
                 .await
             }
         };
-        self.counted(tool, outcome)
+        self.counted(route, tool, outcome)
     }
 
     /// `toolgate.tenant_read(tenant, identity, tool, args)`, or `toolgate.read(identity, tool,
     /// args)` when the tenant is not known (as `call`).
-    pub async fn read(
-        &self,
-        tenant: Option<&str>,
-        identity: &str,
-        tool: &str,
-        args: &Value,
-    ) -> Result<Value, GateError> {
-        let outcome = match tenant {
+    pub async fn read(&self, route: &Route<'_>, identity: &str, tool: &str, args: &Value) -> Result<Value, GateError> {
+        let outcome = match route.tenant {
             Some(tenant) => {
-                self.json(
+                self.run(
+                    route.trace,
                     "SELECT toolgate.tenant_read($1::text, $2::text, $3::text, $4::jsonb)",
                     &[&tenant, &identity, &tool, args],
                 )
                 .await
             }
-            None => self.json("SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args]).await,
+            None => {
+                self.run(route.trace, "SELECT toolgate.read($1::text, $2::text, $3::jsonb)", &[&identity, &tool, args])
+                    .await
+            }
         };
-        self.counted(tool, outcome)
+        self.counted(route, tool, outcome)
     }
 
     /// `toolgate.tenant_confirm(tenant, identity, confirmation)`, or `toolgate.confirm(identity,
     /// confirmation)` when the tenant is not known (as `call`).
-    pub async fn confirm(&self, tenant: Option<&str>, identity: &str, confirmation: &str) -> Result<Value, GateError> {
-        let outcome = match tenant {
+    pub async fn confirm(&self, route: &Route<'_>, identity: &str, confirmation: &str) -> Result<Value, GateError> {
+        let outcome = match route.tenant {
             Some(tenant) => {
-                self.json(
+                self.run(
+                    route.trace,
                     "SELECT toolgate.tenant_confirm($1::text, $2::text, $3::text)",
                     &[&tenant, &identity, &confirmation],
                 )
                 .await
             }
-            None => self.json("SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await,
+            None => {
+                self.run(route.trace, "SELECT toolgate.confirm($1::text, $2::text)", &[&identity, &confirmation]).await
+            }
         };
-        self.counted("confirm", outcome)
+        self.counted(route, "confirm", outcome)
     }
 
     /// The server's counters.
@@ -253,13 +314,16 @@ impl Gate {
         &self.metrics
     }
 
-    /// `outcome`, counted under `tool`.
-    fn counted(&self, tool: &str, outcome: Result<Value, GateError>) -> Result<Value, GateError> {
+    /// `outcome`, counted under `tool`, and kept for the request's log line.
+    fn counted(&self, route: &Route<'_>, tool: &str, outcome: Result<Value, GateError>) -> Result<Value, GateError> {
         let word = match &outcome {
             Ok(o) => o["outcome"].as_str().unwrap_or("none"),
             Err(_) => "error",
         };
         self.metrics.call(tool, word);
+        if let Some(record) = route.record {
+            record.set(tool, word);
+        }
         outcome
     }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Http;
-use crate::gate::GateError;
+use crate::gate::{GateError, RequestRecord};
 use crate::listings::Listings;
 use crate::server::{listing_of, ToolgateServer, Verified};
 
@@ -95,7 +95,7 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
             .route("/readyz", get(readyz))
             .with_state(shared);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("--listen {listen}: {e}"))?;
-        eprintln!("toolgate mcp: /metrics, /healthz and /readyz on {}", listener.local_addr()?);
+        tracing::info!("/metrics, /healthz and /readyz on {}", listener.local_addr()?);
         tokio::spawn(async move {
             let _ = axum::serve(listener, operator).await;
         });
@@ -109,7 +109,7 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
     let stopping = handle.clone();
     tokio::spawn(async move {
         stopped().await;
-        eprintln!("toolgate mcp: stopping: no new requests; those in flight end");
+        tracing::info!("stopping: no new requests; those in flight end");
         stopping.graceful_shutdown(Some(SHUTDOWN_GRACE));
     });
     let app = app.into_make_service();
@@ -119,13 +119,13 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
             tokio::spawn(crate::tls::reload(files, config.clone()));
             let mut server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
             read_timeouts(server.http_builder(), read_timeout);
-            eprintln!("toolgate mcp: Streamable HTTP over TLS on {local} for {resource}");
+            tracing::info!("Streamable HTTP over TLS on {local} for {resource}");
             server.serve(app).await?;
         }
         None => {
             let mut server = axum_server::from_tcp(listener)?.handle(handle);
             read_timeouts(server.http_builder(), read_timeout);
-            eprintln!("toolgate mcp: Streamable HTTP on {local} for {resource}");
+            tracing::info!("Streamable HTTP on {local} for {resource}");
             server.serve(app).await?;
         }
     }
@@ -157,11 +157,63 @@ async fn stopped() {
 /// answered 503 with `Retry-After`: never served unchecked, never queued without end.
 async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
+    let trace = Trace::of(request.headers().get("traceparent").and_then(|v| v.to_str().ok()));
+    let record = Arc::new(RequestRecord::default());
+    let (method, response) = checked(&shared, request, next, &trace, &record).await;
+    let (tool, outcome) = record.get().unzip();
+    tracing::info!(
+        method = method.as_deref().unwrap_or("-"),
+        tool = tool.as_deref(),
+        outcome = outcome.as_deref(),
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        trace_id = %trace.0,
+        "request"
+    );
+    response
+}
+
+/// A request's trace id: its `traceparent`'s (W3C Trace Context), or a fresh one.
+#[derive(Clone, Debug)]
+pub struct Trace(pub String);
+
+impl Trace {
+    fn of(traceparent: Option<&str>) -> Trace {
+        let given = traceparent.and_then(|t| {
+            let mut parts = t.trim().split('-');
+            let (version, id) = (parts.next()?, parts.next()?);
+            let hex = |s: &str| s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            (version.len() == 2
+                && hex(version)
+                && version != "ff"
+                && id.len() == 32
+                && hex(id)
+                && id.bytes().any(|b| b != b'0'))
+            .then(|| id.to_string())
+        });
+        Trace(given.unwrap_or_else(|| {
+            let mut bytes = [0u8; 16];
+            let _ = getrandom::fill(&mut bytes);
+            bytes.iter().map(|b| format!("{b:02x}")).collect()
+        }))
+    }
+}
+
+/// `check_bearer`'s work: the MCP method (when the body names one) and the answer.
+async fn checked(
+    shared: &Arc<Shared>,
+    request: Request,
+    next: Next,
+    trace: &Trace,
+    record: &Arc<RequestRecord>,
+) -> (Option<String>, Response) {
+    let shared = shared.clone();
+    let started = Instant::now();
     let metrics = shared.server.gate.metrics();
     let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let Some(token) = token.map(String::from) else {
         metrics.refused("unauthorized");
-        return unauthorized(&shared, None);
+        return (None, unauthorized(&shared, None));
     };
     // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
     let (parts, body) = request.into_parts();
@@ -169,11 +221,11 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
         Ok(Ok(bytes)) => bytes,
         Ok(Err(_)) => {
             metrics.refused("too_large");
-            return (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response();
+            return (None, (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response());
         }
         Err(_) => {
             metrics.refused("slow_body");
-            return (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response();
+            return (None, (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response());
         }
     };
     let method = match parts.method {
@@ -182,19 +234,21 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
             Err(_) => {
                 metrics.refused("parse_error");
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the body is not JSON"}});
-                return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+                return (None, (StatusCode::BAD_REQUEST, Json(error)).into_response());
             }
         },
         ref other => other.as_str().to_string(),
     };
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
+    request.extensions_mut().insert(trace.clone());
+    request.extensions_mut().insert(record.clone());
     // A call verifies the token again in the gate: a listing verified a moment ago serves it.
     if method == "tools/call" {
         if let Some(listing) = shared.listings.get(&token) {
             request.extensions_mut().insert(Verified(listing));
             let response = next.run(request).await;
             metrics.request(&method, started.elapsed());
-            return response;
+            return (Some(method), response);
         }
     }
     match shared.server.gate.tools(&token).await {
@@ -205,12 +259,12 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
                 request.extensions_mut().insert(Verified(listing));
                 let response = next.run(request).await;
                 metrics.request(&method, started.elapsed());
-                response
+                (Some(method), response)
             }
             Err(why) => {
                 shared.listings.forget(&token);
                 metrics.refused("unauthorized");
-                unauthorized(&shared, Some(&why))
+                (Some(method), unauthorized(&shared, Some(&why)))
             }
         },
         Err(e) => {
@@ -218,12 +272,12 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
                 GateError::Busy => ("busy", "every database connection is busy: try again in a moment", "1"),
                 _ => ("unavailable", "the token cannot be checked now: the database is unavailable", "5"),
             };
-            eprintln!("toolgate mcp: the bearer token cannot be checked: {e}");
+            tracing::warn!(trace_id = %trace.0, "the bearer token cannot be checked: {e}");
             metrics.refused(reason);
             let body = json!({"error": "temporarily_unavailable", "error_description": description});
             let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
             response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static(retry));
-            response
+            (Some(method), response)
         }
     }
 }

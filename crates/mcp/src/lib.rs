@@ -43,6 +43,18 @@ pub async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error + Sen
 /// (one person).
 pub fn run(options: &config::Options) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let config = Config::from_options(options)?;
+    // One JSON line per event on standard error (a request's: its method, tool, outcome, status,
+    // duration and trace id; never a token or an argument's value).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_current_span(false))
+        .with(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("toolgate_mcp", tracing::Level::INFO)
+                .with_default(tracing::Level::WARN),
+        )
+        .try_init();
     let runtime = match &options.http {
         Some(_) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
         None => tokio::runtime::Builder::new_current_thread().enable_all().build()?,

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use toolgate_core::token::{Confirmation, Decision, Signer, Via};
 
 use crate::config::{Config, Transport};
-use crate::gate::{Gate, GateError};
+use crate::gate::{Gate, GateError, RequestRecord, Route};
 
 /// Deliberately broken behaviours for the evals to catch (`--features broken` only).
 #[cfg(feature = "broken")]
@@ -89,11 +89,20 @@ pub(crate) struct Caller {
     listing: Option<Arc<Listing>>,
     /// HTTP: the `Toolgate-Channel-Message` header.
     header_message: Option<String>,
+    /// HTTP: the request's trace id (its `traceparent`'s, or one of the server's own).
+    trace: Option<String>,
+    /// HTTP: where the request's log line learns the tool and the outcome.
+    record: Option<Arc<RequestRecord>>,
 }
 
 impl Caller {
     fn tenant(&self) -> Option<&str> {
         self.listing.as_ref().map(|l| l.tenant.as_str())
+    }
+
+    /// Where the caller's calls go: their tenant's entry points when the gate listed the token.
+    pub(crate) fn route(&self) -> Route<'_> {
+        Route { tenant: self.tenant(), trace: self.trace.as_deref(), record: self.record.as_deref() }
     }
 }
 
@@ -124,6 +133,8 @@ impl ToolgateServer {
                 conversation: Some(s.conversation.clone()),
                 listing: None,
                 header_message: None,
+                trace: None,
+                record: None,
             }),
             Transport::Http(_) => {
                 let parts = context
@@ -142,6 +153,8 @@ impl ToolgateServer {
                     conversation: header("toolgate-conversation").or(header("mcp-session-id")).map(String::from),
                     listing: parts.extensions.get::<Verified>().map(|v| v.0.clone()),
                     header_message: header("toolgate-channel-message").map(String::from),
+                    trace: parts.extensions.get::<crate::http::Trace>().map(|t| t.0.clone()),
+                    record: parts.extensions.get::<Arc<RequestRecord>>().cloned(),
                 })
             }
         }
@@ -249,7 +262,7 @@ impl ToolgateServer {
         }
         let read = listing.is_some_and(|l| l.tools.iter().any(|(t, read)| *read && t.name == name));
         let outcome = if read {
-            self.gate.read(caller.tenant(), &caller.identity, &name, &args).await
+            self.gate.read(&caller.route(), &caller.identity, &name, &args).await
         } else {
             let Some(conversation) = caller.conversation.as_deref() else {
                 return Ok(message(
@@ -259,7 +272,7 @@ impl ToolgateServer {
                 )
                 .into());
             };
-            self.gate.call(caller.tenant(), &caller.identity, conversation, &name, &args).await
+            self.gate.call(&caller.route(), &caller.identity, conversation, &name, &args).await
         };
         let outcome = match outcome {
             Ok(o) => o,
@@ -346,7 +359,7 @@ impl ToolgateServer {
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("toolgate mcp: no answer from the person: {e}");
+                tracing::warn!("no answer from the person: {e}");
                 return self.unanswered(caller, outcome, "no answer came from the person").await.into();
             }
         };
@@ -374,7 +387,7 @@ impl ToolgateServer {
         let bound = binding(caller, name, args);
         let sealed: Value = self.states.open_json_with(state, bound.as_bytes()).map_err(|e| {
             // One answer for every reason, as a sealed state asks; the reason goes to the log.
-            eprintln!("toolgate mcp: a requestState was refused: {e}");
+            tracing::warn!("a requestState was refused: {e}");
             refused("requestState refused: it is tampered, expired, or another call's or caller's".into())
         })?;
         let (Some(id), tier) = (sealed["proposal"].as_str(), sealed["tier"].as_i64().unwrap_or(1)) else {
@@ -408,7 +421,7 @@ impl ToolgateServer {
             exp: now + CONFIRMATION_TTL,
             via: Via::Typed,
         });
-        match self.gate.confirm(caller.tenant(), &caller.identity, &signed).await {
+        match self.gate.confirm(&caller.route(), &caller.identity, &signed).await {
             Ok(o) => result(o),
             Err(e) => gate_error(&e),
         }
@@ -450,7 +463,7 @@ impl ToolgateServer {
         }
         match newest {
             Some(token) if claimed_proposal(&token).as_deref() == Some(wanted) => {
-                match self.gate.confirm(caller.tenant(), &caller.identity, &token).await {
+                match self.gate.confirm(&caller.route(), &caller.identity, &token).await {
                     Ok(o) => result(o),
                     Err(e) => gate_error(&e),
                 }
@@ -526,7 +539,7 @@ pub(crate) fn listing_of(outcome: &Value) -> Result<Listing, String> {
     let mut tools = Vec::with_capacity(rows.len());
     for row in rows {
         let (Some(name), Some(schema)) = (row["name"].as_str(), row["inputSchema"].as_object()) else {
-            eprintln!("toolgate mcp: a tool row without a name or an object schema was left out");
+            tracing::warn!("a tool row without a name or an object schema was left out");
             continue;
         };
         let read = row["kind"] == "read";
@@ -763,6 +776,8 @@ mod tests {
             conversation: Some(conversation.to_string()),
             listing: Some(Arc::new(Listing { tenant: "t-a".into(), tools: vec![] })),
             header_message: None,
+            trace: None,
+            record: None,
         };
         let args = json!({"order_id": "1", "idempotency_key": "k"});
         let bound = binding(&caller(&identity, "c-1"), "request_close", &args);

@@ -58,9 +58,9 @@ pub async fn reload(files: ListenerTls, config: RustlsConfig) {
         match server_config(&files) {
             Ok(fresh) => {
                 config.reload_from_config(Arc::new(fresh));
-                eprintln!("toolgate mcp: the listener's certificate was read again");
+                tracing::info!("the listener's certificate was read again");
             }
-            Err(e) => eprintln!("toolgate mcp: the listener's certificate was not replaced: {e}"),
+            Err(e) => tracing::warn!("the listener's certificate was not replaced: {e}"),
         }
     }
 }
