@@ -30,14 +30,7 @@ if $smoke; then
 else
     rounds=${BENCH_ROUNDS:-3} seconds=${BENCH_SECONDS:-5} orders=400000 blocked=16
     read -r -a sizes <<<"${BENCH_CLIENTS:-1 4 16 64}"
-    private_pg "target/pg-bench-$PG_MAJOR"
-    log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
-    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
-    if [ -z "${TOOLGATE_BIN:-}" ]; then
-        log "release build of toolgate (target/bench), the MCP server measured"
-        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
-        TOOLGATE_BIN=$root/target/bench/release/toolgate
-    fi
+    bench_release_builds "the MCP server measured"
 fi
 toolgate_cli
 

@@ -30,14 +30,7 @@ if $smoke; then
     pg_use "$PG_INSTALL_BIN"
 else
     rounds=${BENCH_ROUNDS:-3} intents=${BENCH_DISPATCH_INTENTS:-2000} steady=${BENCH_STEADY_SECONDS:-20}
-    private_pg "target/pg-bench-$PG_MAJOR"
-    log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
-    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
-    if [ -z "${TOOLGATE_BIN:-}" ]; then
-        log "release build of toolgate (target/bench), the dispatcher measured"
-        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
-        TOOLGATE_BIN=$root/target/bench/release/toolgate
-    fi
+    bench_release_builds "the dispatcher measured"
 fi
 toolgate_cli
 

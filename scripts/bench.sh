@@ -60,14 +60,7 @@ else
     read -r -a sizes <<<"${BENCH_SIZES:-1000 100000 1000000}"
     orders=600000
     prepared=${BENCH_CONFIRMATIONS:-80000}
-    private_pg "target/pg-bench-$PG_MAJOR"
-    log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
-    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
-    if [ -z "${TOOLGATE_BIN:-}" ]; then
-        log "release build of toolgate (target/bench), the dispatcher measured"
-        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
-        TOOLGATE_BIN=$root/target/bench/release/toolgate
-    fi
+    bench_release_builds "the dispatcher measured"
 fi
 toolgate_cli
 

@@ -302,6 +302,20 @@ sql() {
 }
 
 # toolgate_cli: TOOLGATE_BIN (exported), the `toolgate` command: the one it names, or built now.
+# bench_release_builds WHAT: what a full benchmark measures, built for release: pg_toolgate into a
+# private PostgreSQL copy (target/pg-bench-MAJOR, now $PG*), and `toolgate` (target/bench, WHAT
+# says why) unless TOOLGATE_BIN names one.
+bench_release_builds() {
+    private_pg "target/pg-bench-$PG_MAJOR"
+    log "release build into a private PostgreSQL $PG_MAJOR copy (target/pg-bench-$PG_MAJOR)"
+    CARGO_TARGET_DIR=target/bench cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+    if [ -z "${TOOLGATE_BIN:-}" ]; then
+        log "release build of toolgate (target/bench), $1"
+        CARGO_TARGET_DIR=target/bench cargo build --quiet --release -p toolgate-cli
+        TOOLGATE_BIN=$root/target/bench/release/toolgate
+    fi
+}
+
 toolgate_cli() {
     if [ -z "${TOOLGATE_BIN:-}" ]; then
         (cd "$root" && cargo build --quiet -p toolgate-cli)

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::mcp::{database, tool_call, Mcp};
+use common::mcp::{database, post_to, tool_call, Mcp};
 use common::*;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -38,18 +38,7 @@ async fn tier0(root: &Client, orders: usize) {
 /// One `tools/call` of a close as `token`: the gate's outcome word, or why there was none.
 async fn close(addr: SocketAddr, token: &str, conversation: &str, order: usize) -> Result<String, String> {
     let body = tool_call("request_close", close_args(&(10000 + order).to_string(), &format!("fault-key-{order}")));
-    let bearer = format!("Bearer {token}");
-    let bytes = body.to_string().into_bytes();
-    let headers = [
-        ("Authorization", bearer.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2025-11-25"),
-        ("Toolgate-Conversation", conversation),
-    ];
-    let reply = toolgate_fake_erp::client::call(addr, "POST", "/mcp", &headers, Some(&bytes), Duration::from_secs(30))
-        .await
-        .map_err(|e| format!("no answer: {e:?}"))?;
+    let reply = post_to(addr, token, conversation, &body, &[], Duration::from_secs(30)).await?;
     if reply.status != 200 {
         return Err(format!("HTTP {}", reply.status));
     }

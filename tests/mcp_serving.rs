@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::mcp::{database, free_addr, get, ping, tool_call, Mcp};
+use common::mcp::{database, free_addr, get, ping, post_to, tool_call, Mcp};
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -57,18 +57,8 @@ async fn one_tenants_wait_does_not_hold_the_others() {
     let waiting = {
         let (mcp_addr, a) = (mcp.addr, a.clone());
         tokio::spawn(async move {
-            let body = tool_call("request_close", close_args("742", "hol-key-742")).to_string().into_bytes();
-            let bearer = format!("Bearer {a}");
-            let headers = [
-                ("Authorization", bearer.as_str()),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("MCP-Protocol-Version", "2025-11-25"),
-                ("Toolgate-Conversation", "hol-conversation"),
-            ];
-            toolgate_fake_erp::client::call(mcp_addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(90))
-                .await
-                .unwrap()
+            let body = tool_call("request_close", close_args("742", "hol-key-742"));
+            post_to(mcp_addr, &a, "hol-conversation", &body, &[], Duration::from_secs(90)).await.unwrap()
         })
     };
     until_a_call_waits(&root).await;
@@ -121,17 +111,8 @@ async fn a_full_pool_answers_503_at_once() {
         let a = a.clone();
         let addr = mcp.addr;
         tokio::spawn(async move {
-            let body = tool_call("request_close", close_args("742", "pool-key-742")).to_string().into_bytes();
-            let bearer = format!("Bearer {a}");
-            let headers = [
-                ("Authorization", bearer.as_str()),
-                ("Content-Type", "application/json"),
-                ("Toolgate-Conversation", "pool-conversation"),
-                ("Accept", "application/json, text/event-stream"),
-            ];
-            toolgate_fake_erp::client::call(addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(90))
-                .await
-                .unwrap()
+            let body = tool_call("request_close", close_args("742", "pool-key-742"));
+            post_to(addr, &a, "pool-conversation", &body, &[], Duration::from_secs(90)).await.unwrap()
         })
     };
     until_a_call_waits(&root).await;
@@ -425,19 +406,10 @@ async fn a_traceparent_reaches_the_audit_and_the_log() {
     let mcp = Mcp::start_logging(&[("TOOLGATE_DATABASE_URL", database(&lab))], &log).await;
     let token = keys::identity_for(&lab.b.idp, "user-31", "shopping-b", "supervisor", 600, &[mcp.resource()]);
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let body = tool_call("read_order", json!({"order_id": "743"})).to_string().into_bytes();
-    let bearer = format!("Bearer {token}");
+    let body = tool_call("read_order", json!({"order_id": "743"}));
     let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
-    let headers = [
-        ("Authorization", bearer.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("traceparent", traceparent.as_str()),
-    ];
-    let reply =
-        toolgate_fake_erp::client::call(mcp.addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(30))
-            .await
-            .unwrap();
+    let more = [("traceparent", traceparent.as_str())];
+    let reply = post_to(mcp.addr, &token, "trace-conversation", &body, &more, Duration::from_secs(30)).await.unwrap();
     assert_eq!(reply.status, 200);
     let audited: Option<String> = root
         .query_one(
@@ -491,17 +463,8 @@ async fn sigterm_finishes_the_calls_in_flight() {
     let in_flight = {
         let (addr, token) = (mcp.addr, token.clone());
         tokio::spawn(async move {
-            let body = tool_call("request_close", close_args("742", "term-key-742")).to_string().into_bytes();
-            let bearer = format!("Bearer {token}");
-            let headers = [
-                ("Authorization", bearer.as_str()),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("Toolgate-Conversation", "term-conversation"),
-            ];
-            toolgate_fake_erp::client::call(addr, "POST", "/mcp", &headers, Some(&body), Duration::from_secs(60))
-                .await
-                .unwrap()
+            let body = tool_call("request_close", close_args("742", "term-key-742"));
+            post_to(addr, &token, "term-conversation", &body, &[], Duration::from_secs(60)).await.unwrap()
         })
     };
     until_a_call_waits(&root).await;

@@ -79,21 +79,35 @@ impl Mcp {
 
     /// One JSON-RPC request to /mcp with `token` (and the conversation header).
     pub async fn post(&self, token: &str, body: Value) -> Reply {
-        let bearer = format!("Bearer {token}");
-        let bytes = body.to_string().into_bytes();
-        let headers = [
-            ("Authorization", bearer.as_str()),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2025-11-25"),
-            ("Toolgate-Conversation", "sr3-conversation"),
-        ];
-        client::call(self.addr, "POST", "/mcp", &headers, Some(&bytes), Duration::from_secs(30)).await.unwrap()
+        post_to(self.addr, token, "sr3-conversation", &body, &[], Duration::from_secs(30)).await.unwrap()
     }
 
     pub async fn get(&self, path: &str) -> Reply {
         get(self.addr, path).await
     }
+}
+
+/// One JSON-RPC request to `addr`'s /mcp as a host sends it: `token`, `conversation`, and any
+/// `more` headers; waits at most `wait`.
+pub async fn post_to(
+    addr: SocketAddr,
+    token: &str,
+    conversation: &str,
+    body: &Value,
+    more: &[(&str, &str)],
+    wait: Duration,
+) -> Result<Reply, String> {
+    let bearer = format!("Bearer {token}");
+    let bytes = body.to_string().into_bytes();
+    let mut headers = vec![
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Toolgate-Conversation", conversation),
+    ];
+    headers.extend_from_slice(more);
+    client::call(addr, "POST", "/mcp", &headers, Some(&bytes), wait).await.map_err(|e| format!("no answer: {e:?}"))
 }
 
 /// `GET path` of `addr`.
