@@ -87,8 +87,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         identity_file: Option<PathBuf>,
         /// The application login's libpq conninfo (host=/var/run/postgresql dbname=erp
-        /// user=erp_app) or URL (postgresql://erp_app@db:5432/erp), no TLS [default: the
-        /// environment variable TOOLGATE_DATABASE_URL].
+        /// user=erp_app) or URL (postgresql://erp_app@db:5432/erp?sslmode=verify-full), TLS as its
+        /// sslmode says [default: the environment variable TOOLGATE_DATABASE_URL].
         #[arg(long, value_name = "CONNINFO_OR_URL")]
         database: Option<String>,
     },
@@ -140,8 +140,8 @@ enum Command {
         2  a usage error, no connection or an SQL error (--once; polling, the dispatcher says so\n     \
            on standard error, connects again and goes on)")]
     Dispatch {
-        /// The dispatcher login's libpq conninfo or URL [default: the environment variable
-        /// TOOLGATE_DATABASE_URL].
+        /// The dispatcher login's libpq conninfo or URL, TLS as its sslmode says (docs/deploy.md)
+        /// [default: the environment variable TOOLGATE_DATABASE_URL].
         #[arg(long, value_name = "CONNINFO_OR_URL")]
         database: Option<String>,
         /// Drain what is due and exit; otherwise poll every --poll seconds until stopped.
