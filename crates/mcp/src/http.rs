@@ -159,7 +159,7 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
     let started = Instant::now();
     let trace = Trace::of(request.headers().get("traceparent").and_then(|v| v.to_str().ok()));
     let record = Arc::new(RequestRecord::default());
-    let (method, response) = checked(&shared, request, next, &trace, &record).await;
+    let (method, response) = checked(&shared, request, next, &trace, &record, started).await;
     let (tool, outcome) = record.get().unzip();
     tracing::info!(
         method = method.as_deref().unwrap_or("-"),
@@ -206,14 +206,13 @@ async fn checked(
     next: Next,
     trace: &Trace,
     record: &Arc<RequestRecord>,
+    started: Instant,
 ) -> (Option<String>, Response) {
-    let shared = shared.clone();
-    let started = Instant::now();
     let metrics = shared.server.gate.metrics();
     let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let Some(token) = token.map(String::from) else {
         metrics.refused("unauthorized");
-        return (None, unauthorized(&shared, None));
+        return (None, unauthorized(shared, None));
     };
     // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
     let (parts, body) = request.into_parts();
@@ -264,7 +263,7 @@ async fn checked(
             Err(why) => {
                 shared.listings.forget(&token);
                 metrics.refused("unauthorized");
-                (Some(method), unauthorized(&shared, Some(&why)))
+                (Some(method), unauthorized(shared, Some(&why)))
             }
         },
         Err(e) => {
