@@ -34,7 +34,8 @@ DECLARE
                                           'toolgate.tenant_confirm(text,text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
-                                          'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval)',
+                                          'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
+                                          'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval,jsonb)',
                                           'toolgate.resolve_outbox(text,text,text,text,text,jsonb)',
                                           'toolgate.requeue_outbox(text,text,text,text)'];
     t text;

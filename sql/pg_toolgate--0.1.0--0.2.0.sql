@@ -71,6 +71,9 @@ CREATE TABLE toolgate.erp_endpoints (
     auth_kind  text NOT NULL CHECK (auth_kind IN ('none', 'bearer', 'refresh_token')),
     per_second integer CHECK (per_second > 0),
     per_minute integer CHECK (per_minute > 0),
+    -- How the dispatcher reads its answers, where they differ from the contract
+    -- (toolgate.set_erp_answers; NULL: the contract, toolgate.erp_answers_contract()).
+    answers    jsonb CHECK (pg_catalog.jsonb_typeof(answers) = 'object'),
     defined_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     defined_by text NOT NULL
 );
@@ -1598,6 +1601,9 @@ CREATE TABLE toolgate.outbox (
     last_error      text,
     -- What the ERP answered when it did its part: a PARTIAL intent's finish is retried with it.
     erp_reply       jsonb,
+    -- The order lines the ERP refused when it did the rest ([{"line", "error"}]): the ledger
+    -- answers PARTIAL, naming them.
+    refused_lines   jsonb,
     -- An attempt may have reached the ERP and nobody knows what became of it (claimed and not
     -- settled since, or settled UNCERTAIN): the next attempt asks the ERP for the key first.
     in_doubt        boolean NOT NULL DEFAULT false,
@@ -1705,6 +1711,125 @@ END
 $$;
 COMMENT ON FUNCTION toolgate.repoint_erp_endpoint(text, text) IS
     'Move an ERP endpoint to another base URL (the owner''s until granted): an origin change drops its credentials; recorded in erp_endpoint_history.';
+
+-- How the dispatcher reads an ERP's answers when the endpoint says nothing else: the contract of
+-- docs/binding.md. Pointers (RFC 6901) into a JSON answer: `status` the status word, `error` the
+-- refusal's reason, `protocol` the async protocol to poll, `lines` an array of order lines, each
+-- read by `line_id`, `line_status` and `line_error`; the words of each kind (compared upper-case,
+-- a boolean or a number by its text); `absent`: what a 2xx to the write with no status says
+-- (`done` or `unknown`). The state query's own NOT_FOUND is not a word of these lists.
+CREATE FUNCTION toolgate.erp_answers_contract() RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT '{"status": "/status", "error": "/error", "protocol": "/protocol", "absent": "done",
+             "done": ["DONE", "SUCCEEDED", "SUCCESS", "COMPLETED", "APPLIED", "OK"],
+             "pending": ["PENDING", "PROCESSING", "IN_PROGRESS", "ACCEPTED", "QUEUED"],
+             "refused": ["REJECTED", "FAILED", "FAILURE", "ERROR", "DECLINED", "DENIED", "CANCELLED", "CANCELED"],
+             "lines": "/lines", "line_id": "/id", "line_status": "/status", "line_error": "/error"}'::jsonb
+$$;
+COMMENT ON FUNCTION toolgate.erp_answers_contract() IS
+    'How the dispatcher reads an ERP''s answers unless its endpoint says otherwise (toolgate.set_erp_answers).';
+
+-- An endpoint's reading of its answers, checked: `answers` names only what differs from the
+-- contract (the keys of erp_answers_contract()); a list given replaces the contract's list of its
+-- kind. Returns the reading in full, the words upper-cased. Refused: an unknown key, a pointer
+-- that is not one ('' or starting with /), a list that is not 1 to 64 words, a word in two lists
+-- or NOT_FOUND, an `absent` other than done or unknown.
+CREATE FUNCTION toolgate.check_erp_answers(answers jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    contract constant jsonb := toolgate.erp_answers_contract();
+    reading jsonb := contract;
+    k text;
+    v jsonb;
+    words text[];
+    seen text[] := '{}';
+BEGIN
+    IF answers IS NULL THEN
+        RETURN contract;
+    END IF;
+    IF pg_catalog.jsonb_typeof(answers) <> 'object' THEN
+        RAISE EXCEPTION 'answers is a JSON object (what differs from toolgate.erp_answers_contract())'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR k, v IN SELECT * FROM pg_catalog.jsonb_each(answers) LOOP
+        IF NOT contract ? k THEN
+            RAISE EXCEPTION 'answers has no key %: status, error, protocol, absent, done, pending, refused, lines, line_id, line_status, line_error', k
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF k IN ('done', 'pending', 'refused') THEN
+            IF pg_catalog.jsonb_typeof(v) <> 'array' OR pg_catalog.jsonb_array_length(v) NOT BETWEEN 1 AND 64
+               OR EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v) w
+                           WHERE pg_catalog.jsonb_typeof(w) <> 'string'
+                              OR pg_catalog.length(pg_catalog.btrim(w #>> '{}')) NOT BETWEEN 1 AND 64) THEN
+                RAISE EXCEPTION 'answers.% is a list of 1 to 64 words (each 1 to 64 characters)', k
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            v := (SELECT pg_catalog.jsonb_agg(DISTINCT pg_catalog.upper(pg_catalog.btrim(w #>> '{}')))
+                    FROM pg_catalog.jsonb_array_elements(v) w);
+        ELSIF k = 'absent' THEN
+            IF v IS DISTINCT FROM '"done"' AND v IS DISTINCT FROM '"unknown"' THEN
+                RAISE EXCEPTION 'answers.absent is "done" or "unknown"' USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        ELSIF NOT (pg_catalog.jsonb_typeof(v) = 'string' AND (v #>> '{}' = '' OR v #>> '{}' LIKE '/%')
+                   AND pg_catalog.length(v #>> '{}') <= 200)
+              AND NOT (k = 'lines' AND v = 'null') THEN
+            RAISE EXCEPTION 'answers.% is a JSON pointer ('''' or starting with /, at most 200 characters)%', k,
+                CASE WHEN k = 'lines' THEN ', or null: no lines' ELSE '' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        reading := reading || pg_catalog.jsonb_build_object(k, v);
+    END LOOP;
+    FOREACH k IN ARRAY ARRAY['done', 'pending', 'refused'] LOOP
+        words := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(reading->k));
+        IF words && seen THEN
+            RAISE EXCEPTION 'answers: % is in two lists of words', (SELECT pg_catalog.min(w) FROM pg_catalog.unnest(words) w
+                                                                   WHERE w = ANY (seen))
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF 'NOT_FOUND' = ANY (words) THEN
+            RAISE EXCEPTION 'answers: NOT_FOUND is the state query''s word for a key the ERP never received'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        seen := seen || words;
+    END LOOP;
+    RETURN reading;
+END
+$$;
+COMMENT ON FUNCTION toolgate.check_erp_answers(jsonb) IS
+    'An endpoint''s reading of its ERP''s answers, checked and filled in from the contract.';
+
+-- Say how an ERP that does not keep the contract answers (its field names, its words, its order
+-- lines), so the dispatcher reads it right: `answers` as check_erp_answers takes it (kept as
+-- given, its words upper-cased; the rest is the contract's); NULL or {} goes back to the contract. For administrators; recorded in toolgate.erp_endpoint_history. Returns
+-- the reading in full.
+CREATE FUNCTION toolgate.set_erp_answers(endpoint text, answers jsonb) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    reading constant jsonb := toolgate.check_erp_answers(answers);
+    before toolgate.erp_endpoints;
+    after toolgate.erp_endpoints;
+BEGIN
+    SELECT * INTO before FROM toolgate.erp_endpoints e WHERE e.name = set_erp_answers.endpoint FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no ERP endpoint named % (toolgate.add_erp_endpoint)', coalesce(endpoint, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    UPDATE toolgate.erp_endpoints e
+       SET answers = (SELECT pg_catalog.jsonb_object_agg(k, reading->k)
+                        FROM pg_catalog.jsonb_object_keys(set_erp_answers.answers) k),
+           defined_at = pg_catalog.now(), defined_by = toolgate.caller()
+     WHERE e.name = before.name
+    RETURNING * INTO after;
+    INSERT INTO toolgate.erp_endpoint_history (endpoint, changed_by, old, new)
+    VALUES (after.name, toolgate.caller(), pg_catalog.to_jsonb(before), pg_catalog.to_jsonb(after));
+    RETURN reading;
+END
+$$;
+COMMENT ON FUNCTION toolgate.set_erp_answers(text, jsonb) IS
+    'How the dispatcher reads an endpoint''s answers (field names, status words, order lines), where its ERP does not keep the contract.';
 
 -- Define an outbox tool, or change its definition: define_tool's checks and versioning, with a
 -- `request` function instead of an effect (the same (ctx jsonb, args jsonb) RETURNS jsonb shape
@@ -1814,9 +1939,13 @@ REVOKE ALL ON toolgate.panel, toolgate.erp_endpoints, toolgate.outbox FROM PUBLI
 GRANT SELECT ON toolgate.panel TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT SELECT ON toolgate.erp_endpoints, toolgate.outbox TO toolgate_admin;
 REVOKE ALL ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer),
+                      toolgate.set_erp_answers(text, jsonb), toolgate.check_erp_answers(jsonb),
+                      toolgate.erp_answers_contract(),
                       toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text,
                                                   regprocedure, regprocedure, text, text[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.add_erp_endpoint(text, text, text, integer, integer),
+                          toolgate.set_erp_answers(text, jsonb), toolgate.check_erp_answers(jsonb),
+                          toolgate.erp_answers_contract(),
                           toolgate.define_outbox_tool(text, text, jsonb, boolean, regprocedure, regprocedure, text,
                                                       regprocedure, regprocedure, text, text[], text) TO toolgate_admin;
 
@@ -1894,7 +2023,7 @@ $roles$;
 CREATE FUNCTION toolgate.claim_outbox(batch integer, lease interval DEFAULT '5 minutes', skip text[] DEFAULT '{}')
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
-               state text, claim uuid)
+               state text, claim uuid, answers jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 BEGIN
@@ -1976,7 +2105,7 @@ COMMENT ON FUNCTION toolgate.outbox_distributed() IS
 CREATE FUNCTION toolgate.outbox_claim(tenant text, batch integer, lease interval, skip text[])
 RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
                per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
-               state text, claim uuid)
+               state text, claim uuid, answers jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
@@ -2022,7 +2151,8 @@ BEGIN
           FROM claimed c
     )
     SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
-           c.request, c.attempts, c.sent_before, c.state, c.claim
+           c.request, c.attempts, c.sent_before, c.state, c.claim,
+           toolgate.erp_answers_contract() || coalesce(e.answers, '{}')
       FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
      ORDER BY c.tenant_id, c.tool, c.idempotency_key;
 END
@@ -2055,6 +2185,54 @@ END
 $$;
 COMMENT ON FUNCTION toolgate.renew_outbox(text, text, text, uuid, interval) IS
     'The dispatcher''s: keep a claim while its intent is being delivered; false once the claim is lost.';
+
+-- Put on record what happened within an attempt, between its start and its settlement: a request
+-- sent again after a 401 (the token refreshed) or a 429 (its Retry-After waited), the ERP asked
+-- for the key's state, the async protocol polled. `phase`: resend, ask or poll; `detail`, what
+-- the dispatcher says of it (reason, status, wait_s, polls, ended: nothing else is kept). An
+-- audit row of kind `dispatch`, outcome PENDING, for the intent `claim` holds; false, and nothing
+-- written, once the claim is lost. The dispatcher writes a bounded number an attempt (each 401
+-- and 429 resend, each state query, each run of polls), so a stuck intent's rows a day are bounded
+-- by its attempts a day.
+CREATE FUNCTION toolgate.note_outbox(tenant text, tool text, key text, claim uuid, phase text,
+                                     detail jsonb DEFAULT '{}')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    said jsonb;
+BEGIN
+    IF phase IS NULL OR phase NOT IN ('resend', 'ask', 'poll') THEN
+        RAISE EXCEPTION 'phase is resend, ask or poll, not %', coalesce(phase, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF detail IS NOT NULL AND pg_catalog.jsonb_typeof(detail) <> 'object' THEN
+        RAISE EXCEPTION 'detail is a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO intent FROM toolgate.outbox o
+     WHERE o.tenant_id = tenant AND o.tool = note_outbox.tool AND o.idempotency_key = key
+       AND o.claim = note_outbox.claim AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Only the words the dispatcher has, each short: never a body, a header or a token.
+    SELECT pg_catalog.jsonb_object_agg(k, CASE WHEN pg_catalog.jsonb_typeof(v) = 'string'
+                                               THEN pg_catalog.to_jsonb(pg_catalog.left(v #>> '{}', 100)) ELSE v END)
+      INTO said
+      FROM pg_catalog.jsonb_each(coalesce(detail, '{}')) AS d(k, v)
+     WHERE k IN ('reason', 'status', 'wait_s', 'polls', 'ended')
+       AND pg_catalog.jsonb_typeof(v) IN ('string', 'number');
+    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, 'PENDING', 0,
+            pg_catalog.jsonb_build_object('phase', phase, 'attempt', intent.attempts, 'endpoint', intent.endpoint,
+                                          'asked_by', intent.actor) || coalesce(said, '{}'),
+            0);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION toolgate.note_outbox(text, text, text, uuid, text, jsonb) IS
+    'The dispatcher''s: an audit row for a resend, a state query or a run of polls within an attempt it holds.';
 
 -- The queue's gauges, for the dispatcher's /metrics: intents due now and how long the oldest of
 -- them has waited (the lag), and how many are UNCERTAIN, DEAD and PARTIAL. Counts only: no tenant,
@@ -2093,6 +2271,10 @@ AS 'pg_toolgate-@CARGO_VERSION@', 'outbox_finish_wrapper';
 --              settles it SUCCEEDED again after `retry_in`, which runs the finish function with
 --              the ERP's answer kept from the first time (`reply` is then ignored);
 --   REJECTED   the ERP refused it (a business 4xx): REJECTED erp_rejected, never retried;
+-- `refused` (SUCCEEDED or REJECTED only): the order lines the ERP refused, as the dispatcher read
+-- them ([{"line": …, "error": …}], 1 to 1,000): with SUCCEEDED, it did the rest, and the ledger
+-- answers PARTIAL naming them (the intent is done: never sent again, its finish run as for
+-- SUCCEEDED); with REJECTED, every line was refused.
 --   PENDING    nothing reached the ERP (or it says it has no such key): tried again, same key,
 --              after `retry_in`; the ledger keeps PENDING;
 --   UNCERTAIN  sent, and the ERP did not say whether it applied it: the ledger answers
@@ -2105,7 +2287,7 @@ AS 'pg_toolgate-@CARGO_VERSION@', 'outbox_finish_wrapper';
 -- ERP's words (its answer, its error) reach the ledger's reply marked as untrusted third-party
 -- text, as a read tool's do.
 CREATE FUNCTION toolgate.settle_outbox(tenant text, tool text, key text, claim uuid, outcome text, reply jsonb,
-                                       retry_in interval DEFAULT '30 seconds')
+                                       retry_in interval DEFAULT '30 seconds', refused jsonb DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -2118,6 +2300,13 @@ BEGIN
     END IF;
     IF retry_in IS NULL OR retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in is an interval of zero or more' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF refused IS NOT NULL AND (outcome NOT IN ('SUCCEEDED', 'REJECTED') OR pg_catalog.jsonb_typeof(refused) <> 'array'
+                                OR pg_catalog.jsonb_array_length(refused) NOT BETWEEN 1 AND 1000
+                                OR EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(refused) l
+                                            WHERE pg_catalog.jsonb_typeof(l) <> 'object')) THEN
+        RAISE EXCEPTION 'refused is NULL or, with SUCCEEDED or REJECTED, a list of 1 to 1000 order lines (objects)'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO intent FROM toolgate.outbox o
      WHERE o.tenant_id = tenant AND o.tool = settle_outbox.tool AND o.idempotency_key = key FOR UPDATE;
@@ -2138,23 +2327,25 @@ BEGIN
         RAISE EXCEPTION 'intent % of tool % is settled already (%)', key, tool, intent.state
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    RETURN toolgate.outbox_settle(intent, outcome, reply, retry_in, NULL);
+    RETURN toolgate.outbox_settle(intent, outcome, reply, retry_in, NULL, refused);
 END
 $$;
-COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval) IS
+COMMENT ON FUNCTION toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval, jsonb) IS
     'The dispatcher''s: settle one intent (outbox state, the ledger''s reply for its key, an audit intent of kind dispatch).';
 
 -- The settlement itself, settle_outbox's and resolve_outbox's: `intent` is the outbox row, locked
 -- by the caller, which checked it may be settled with `outcome`. `resolution`, a person's
 -- (resolve_outbox), is added to the audit row's detail. Executable by no role.
 CREATE FUNCTION toolgate.outbox_settle(intent toolgate.outbox, outcome text, reply jsonb, retry_in interval,
-                                       resolution jsonb)
+                                       resolution jsonb, refused jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
     answer jsonb := CASE WHEN intent.state = 'PARTIAL' THEN coalesce(intent.erp_reply, 'null'::jsonb)
                          ELSE coalesce(reply, 'null'::jsonb) END;
+    -- The order lines the ERP refused (kept with a PARTIAL intent whose finish is retried).
+    lines jsonb := CASE WHEN intent.state = 'PARTIAL' THEN intent.refused_lines ELSE refused END;
     new_state text;
     word text;
     said text;
@@ -2185,14 +2376,25 @@ BEGIN
             word := 'PARTIAL';
             error := 'finish_failed';
         END IF;
+        -- The ERP did the order but for some lines: done here, PARTIAL to the agent.
+        IF lines IS NOT NULL THEN
+            word := 'PARTIAL';
+            error := coalesce(error, 'lines_refused');
+        END IF;
     END IF;
     result := pg_catalog.jsonb_build_object('state', word, 'tool', intent.tool, 'target', intent.target,
                                             'endpoint', intent.endpoint, 'attempts', intent.attempts);
     said := CASE word
         WHEN 'SUCCEEDED' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s)%s.', intent.tool, intent.target,
                                                 intent.endpoint, CASE WHEN finished IS NOT NULL THEN ', and here' ELSE '' END)
-        WHEN 'PARTIAL' THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s); the follow-up in this database is not done yet, and the gate completes it. Do not ask for it again: the ERP has it.',
-                                              intent.tool, intent.target, intent.endpoint)
+        WHEN 'PARTIAL' THEN CASE WHEN new_state = 'PARTIAL'
+            THEN pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s)%s; the follow-up in this database is not done yet, and the gate completes it. Do not ask for it again: the ERP has it.',
+                                   intent.tool, intent.target, intent.endpoint,
+                                   CASE WHEN lines IS NOT NULL THEN pg_catalog.format(' but for %s of its lines, which it refused (result.refused_lines)',
+                                                                                      pg_catalog.jsonb_array_length(lines)) ELSE '' END)
+            ELSE pg_catalog.format('%s on «%s»: done by the ERP (endpoint %s)%s but for %s of its lines, which it refused (result.refused_lines names them). Do not ask for it again with this key: the ERP has the rest; a refused line needs a call of its own.',
+                                   intent.tool, intent.target, intent.endpoint,
+                                   CASE WHEN finished IS NOT NULL THEN ', and here' ELSE '' END, pg_catalog.jsonb_array_length(lines)) END
         WHEN 'REJECTED' THEN CASE WHEN resolution IS NULL
             THEN pg_catalog.format('%s on «%s»: refused by the ERP (endpoint %s); nothing was done there. A retry with this key answers the same.',
                                    intent.tool, intent.target, intent.endpoint)
@@ -2208,9 +2410,12 @@ BEGIN
     IF word IN ('SUCCEEDED', 'PARTIAL') THEN
         result := result || pg_catalog.jsonb_build_object('erp', toolgate.mark_untrusted(answer));
     END IF;
-    IF word = 'SUCCEEDED' AND finished IS NOT NULL THEN
+    IF lines IS NOT NULL THEN
+        result := result || pg_catalog.jsonb_build_object('refused_lines', toolgate.mark_untrusted(lines));
+    END IF;
+    IF new_state = 'SUCCEEDED' AND finished IS NOT NULL THEN
         result := result || pg_catalog.jsonb_build_object('finish', finished->'result');
-    ELSIF word = 'PARTIAL' THEN
+    ELSIF new_state = 'PARTIAL' THEN
         result := result || pg_catalog.jsonb_build_object('pending', 'finish', 'error', finished->'error');
     ELSIF outcome = 'REJECTED' THEN
         result := result || pg_catalog.jsonb_build_object('error', toolgate.mark_untrusted(pg_catalog.to_jsonb(error)));
@@ -2238,6 +2443,7 @@ BEGIN
        SET state = new_state, last_error = error, claim = NULL,
            in_doubt = doubt,
            erp_reply = CASE WHEN outcome = 'SUCCEEDED' THEN answer ELSE o.erp_reply END,
+           refused_lines = lines,
            settled_at = CASE WHEN new_state IN ('SUCCEEDED', 'REJECTED', 'DEAD') THEN at END,
            next_attempt_at = CASE WHEN new_state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') THEN next_at
                                   ELSE o.next_attempt_at END
@@ -2255,7 +2461,8 @@ BEGIN
             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
                 'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
                 'asked_by', intent.actor, 'value', intent.value,
-                'finish', CASE WHEN word = 'PARTIAL' THEN finished->'error' END) || coalesce(resolution, '{}')),
+                'finish', CASE WHEN new_state = 'PARTIAL' THEN finished->'error' END,
+                'refused_lines', pg_catalog.jsonb_array_length(lines)) || coalesce(resolution, '{}')),
             0);
     -- What the call consumed is given back when its effect did not happen, as for a tool whose
     -- effect refuses in the database: the conversation's quota (the call that queued it).
@@ -2267,7 +2474,7 @@ BEGIN
     RETURN stored;
 END
 $$;
-COMMENT ON FUNCTION toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb) IS
+COMMENT ON FUNCTION toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb, jsonb) IS
     'settle_outbox''s and resolve_outbox''s settlement of one locked intent; executable by no role.';
 
 -- A person's word on an intent the dispatcher could not settle: DEAD (given up after its
@@ -2301,7 +2508,7 @@ BEGIN
                                   CASE WHEN outcome = 'REJECTED' THEN '{"error": "not_applied"}'::jsonb
                                        ELSE coalesce(reply, '{}'::jsonb) END,
                                   interval '0', pg_catalog.jsonb_build_object('resolved_by', who, 'note', note,
-                                                                              'was', intent.state));
+                                                                              'was', intent.state), NULL);
 END
 $$;
 COMMENT ON FUNCTION toolgate.resolve_outbox(text, text, text, text, text, jsonb) IS
@@ -2387,10 +2594,11 @@ REVOKE ALL ON FUNCTION toolgate.claim_outbox(integer, interval, text[]),
                       toolgate.outbox_due_tenants(integer, text[]), toolgate.outbox_distributed(),
                       toolgate.outbox_claim(text, integer, interval, text[]),
                       toolgate.renew_outbox(text, text, text, uuid, interval),
+                          toolgate.note_outbox(text, text, text, uuid, text, jsonb),
                       toolgate.outbox_gauges(),
-                      toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval),
+                      toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval, jsonb),
                       toolgate.outbox_finish(jsonb, jsonb),
-                      toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb),
+                      toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb, jsonb),
                       toolgate.resolve_outbox(text, text, text, text, text, jsonb),
                       toolgate.requeue_outbox(text, text, text, text),
                       toolgate.outbox_person_checks(text, text),
@@ -2402,8 +2610,9 @@ GRANT EXECUTE ON FUNCTION toolgate.claim_outbox(integer, interval, text[]),
                           toolgate.tenant_claim_outbox(text, integer, interval, text[]),
                           toolgate.outbox_due_tenants(integer, text[]), toolgate.outbox_distributed(),
                           toolgate.renew_outbox(text, text, text, uuid, interval),
+                          toolgate.note_outbox(text, text, text, uuid, text, jsonb),
                           toolgate.outbox_gauges(),
-                          toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)
+                          toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval, jsonb)
 TO toolgate_dispatcher;
 
 -- The outbox's intents that need a person: DEAD (given up after the dispatcher's attempts; the
@@ -2835,7 +3044,8 @@ DECLARE
                                           'toolgate.tenant_confirm(text,text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
-                                          'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval)',
+                                          'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
+                                          'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval,jsonb)',
                                           'toolgate.resolve_outbox(text,text,text,text,text,jsonb)',
                                           'toolgate.requeue_outbox(text,text,text,text)'];
     t text;

@@ -126,6 +126,20 @@ impl Setup {
         }
     }
 
+    /// The audit's notes within attempts (`toolgate.note_outbox`) of `phase`: each one's detail.
+    async fn notes(&self, phase: &str) -> Vec<serde_json::Value> {
+        let rows = self
+            .root
+            .query(
+                "SELECT detail FROM toolgate.audit WHERE kind = 'dispatch' AND outcome = 'PENDING' \
+                 AND detail->>'phase' = $1 ORDER BY audit_id",
+                &[&phase],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
     async fn outbox(&self, key: &str) -> String {
         self.root
             .query_one("SELECT state FROM toolgate.outbox WHERE idempotency_key = $1", &[&key])
@@ -308,6 +322,9 @@ async fn async_protocol_ends_rejected() {
     let intents = s.intents("later-key", 2).await;
     s.erp.queue_fault(Fault::RejectLater("no_stock".into()), 2, Matcher::default());
     assert_eq!(s.dispatch().await.count("REJECTED"), 2);
+    let polls = s.notes("poll").await;
+    assert_eq!(polls.len(), 2, "one note for each run of polls: {polls:?}");
+    assert!(polls.iter().all(|p| p["ended"] == "REJECTED" && p["polls"].as_i64() >= Some(1)), "{polls:?}");
     s.settle_row("async protocol ends REJECTED", &intents, Final::Rejected, Learned::Answer, &s.options()).await;
     assert_eq!(s.call("o2", "later-key-2").await["result"]["error"]["text"], "no_stock");
 }
@@ -319,6 +336,20 @@ async fn async_protocol_pending_past_settle_within() {
     let intents = s.intents("slow-key", 1).await;
     let opts = Options { settle_within: Duration::from_millis(300), ..s.options() };
     assert_eq!(s.dispatch_with(&opts).await.count("UNCERTAIN"), 1);
+    let polls = s.notes("poll").await;
+    assert_eq!((polls.len(), &polls[0]["ended"]), (1, &json!("still_pending")), "{polls:?}");
+    // A note needs the intent's claim: none is written for one the caller does not hold (here
+    // UNCERTAIN, claimed by nobody).
+    let noted: bool = s
+        .root
+        .query_one(
+            "SELECT toolgate.note_outbox('shopping-a', $1, 'slow-key-1', gen_random_uuid(), 'ask', '{}')",
+            &[&TOOL],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!noted && s.notes("ask").await.is_empty());
     let status = s.call("o1", "slow-key-1").await;
     assert_eq!((outcome(&status), status["replayed"].as_bool()), (("UNCERTAIN", "-"), Some(true)), "{status}");
     // Once the ERP is done, the next run asks by key and settles it, without sending it again.
@@ -343,6 +374,10 @@ async fn rate_limited_429_waited_out() {
     s.dispatch().await;
     assert!(s.erp("rate_limited") > 0, "{}", s.erp.effects());
     let limited = s.erp("rate_limited");
+    // Each 429 waited out and sent again is on record (a 6th in a row would leave it for later).
+    let resends = s.notes("resend").await;
+    assert!(!resends.is_empty() && resends.len() as i64 <= limited, "{resends:?}");
+    assert!(resends.iter().all(|r| r["reason"] == "rate_limited" && r["status"] == 429), "{resends:?}");
     s.settle_row(
         &format!("429 per-second window ({limited} × 429, Retry-After waited)"),
         &intents,
@@ -361,6 +396,10 @@ async fn unauthorized_401_refreshed_once() {
     s.erp.queue_fault(Fault::ExpireTokens, 1, Matcher::default());
     assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
     assert_eq!((s.erp("unauthorized"), s.erp("refreshes")), (1, 2), "the first token, then one refresh");
+    let resends = s.notes("resend").await;
+    assert_eq!(resends.len(), 1, "{resends:?}");
+    assert_eq!((&resends[0]["reason"], &resends[0]["status"]), (&json!("unauthorized"), &json!(401)));
+    assert_eq!(resends[0]["attempt"], 1, "{resends:?}");
     assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
     s.settle_row(
         "401 (access token revoked), refreshed once",
@@ -474,6 +513,8 @@ async fn pending_without_a_protocol_is_asked_by_key() {
     let intents = s.intents("bare-key", 2).await;
     s.erp.queue_fault(Fault::PendingBare(None), 2, Matcher::parse("POST /purchases").unwrap());
     assert_eq!(s.dispatch().await.count("SUCCEEDED"), 2);
+    let asked = s.notes("ask").await;
+    assert!(asked.len() >= 2 && asked.iter().all(|a| a["status"] == 200), "each state query on record: {asked:?}");
     s.settle_row(
         "200 {\"status\": \"PENDING\"} with no protocol",
         &intents,
@@ -601,4 +642,85 @@ async fn oversized_answer() {
         .await;
     let largest = count(&s.root, "SELECT max(pg_column_size(reply))::bigint FROM toolgate.ledger").await;
     assert!(largest < 64 * 1024, "a ledger reply of {largest} bytes");
+}
+
+/// A multi-line order the ERP did but for one line, which it refused (its answer names the line):
+/// not SUCCEEDED, not sent again. The intent is done; the agent is told PARTIAL, the refused line
+/// named (as untrusted text, with the ERP's reason); applied once.
+#[tokio::test]
+async fn an_order_line_refused_is_partial_naming_it() {
+    let s = setup("faults_lines_refused").await;
+    let intents = s.intents("lines-key", 2).await;
+    let answer = json!({"status": "DONE", "lines": [
+        {"id": "L1", "status": "DONE"}, {"id": "L2", "status": "REJECTED", "error": "out_of_stock"}]});
+    s.erp.queue_fault(Fault::Answer(answer.to_string()), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("PARTIAL"), 2);
+    s.force_due().await;
+    assert_eq!(s.dispatch().await.claimed, 0, "done: never claimed again");
+    for intent in &intents {
+        assert_eq!(s.outbox(&intent.key).await, "SUCCEEDED", "the delivery is over");
+        assert_eq!(s.last_error(&intent.key).await.as_deref(), Some("lines_refused"));
+        assert_eq!(s.erp_key(&intent.key), ("DONE".to_string(), 1), "{}", s.erp.effects());
+        let status = s.call(&intent.order, &intent.key).await;
+        assert_eq!((outcome(&status), &status["replayed"]), (("PARTIAL", "-"), &json!(true)), "{status}");
+        let lines = status["result"]["refused_lines"].as_array().expect("the refused lines");
+        assert_eq!(lines.len(), 1, "{status}");
+        assert_eq!(marked_field(&lines[0], "line"), Some("L2"), "{status}");
+        assert_eq!(marked_field(&lines[0], "error"), Some("out_of_stock"), "{status}");
+        let text = status["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("but for 1 of its lines") && !text.contains("out_of_stock"), "{text}");
+    }
+    let effects = s.erp.effects();
+    assert_eq!((effects["effects"].as_i64(), effects["writes_received"].as_i64()), (Some(2), Some(2)), "{effects}");
+    let audited = count(
+        &s.root,
+        "SELECT count(*) FROM toolgate.audit WHERE kind = 'dispatch' AND outcome = 'PARTIAL' \
+         AND effects = 1 AND (detail->>'refused_lines')::int = 1",
+    )
+    .await;
+    assert_eq!(audited, 2);
+    let runs = s.runs.lock().unwrap().clone();
+    row(&format!(
+        "| a 2-line order, line L2 refused (`answer:` with `lines`) | 2 | 2 (2 writes handled) | 2 PARTIAL, L2 named | {}: {} |",
+        runs.len(),
+        runs.join(" → ")
+    ));
+}
+
+/// An ERP whose words are its own (`POSTED`): not taken for success until the endpoint says how
+/// its ERP answers (`toolgate.set_erp_answers`); then the intents left UNCERTAIN are settled by
+/// asking the ERP, and the next one is read from its answer at once.
+#[tokio::test]
+async fn an_endpoint_says_how_its_erp_answers() {
+    let s = setup("faults_erp_words").await;
+    let intents = s.intents("words-key", 2).await;
+    s.erp.queue_fault(Fault::Worded("POSTED".into()), 2, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("UNCERTAIN"), 2, "a word the contract does not know");
+    let reading: serde_json::Value = s
+        .root
+        .query_one("SELECT toolgate.set_erp_answers('fake_erp', '{\"done\": [\"posted\", \"DONE\"]}')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(reading["done"], json!(["DONE", "POSTED"]), "{reading}");
+    // FAILED stays a refusal until the endpoint's own refusals are given too.
+    let twice = s.root.query_one("SELECT toolgate.set_erp_answers('fake_erp', '{\"done\": [\"FAILED\"]}')", &[]).await;
+    let refused = twice.expect_err("a word in two lists").as_db_error().unwrap().message().to_string();
+    assert!(refused.contains("FAILED is in two lists"), "{refused}");
+    assert_eq!(reading["refused"][0], "REJECTED", "the rest is the contract's: {reading}");
+    s.settle_row(
+        "200 {\"status\": \"POSTED\"}, then the endpoint's words said (`set_erp_answers`)",
+        &intents,
+        Final::Succeeded,
+        Learned::Reconciled,
+        &s.options(),
+    )
+    .await;
+    let asked = s.erp("state_queries");
+    assert_eq!(outcome(&s.call("o3", "words-key-3").await), ("PENDING", "-"));
+    s.erp.queue_fault(Fault::Worded("Posted".into()), 1, Matcher::parse("POST /purchases").unwrap());
+    assert_eq!(s.dispatch().await.count("SUCCEEDED"), 1);
+    assert_eq!(s.erp("state_queries"), asked, "read from its answer: {}", s.erp.effects());
+    let said = "SELECT count(*) FROM toolgate.erp_endpoint_history WHERE new->'answers' <> 'null'::jsonb";
+    assert_eq!(count(&s.root, said).await, 1);
 }

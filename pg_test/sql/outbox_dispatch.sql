@@ -9,7 +9,7 @@
 \set VERBOSITY terse
 SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'toolgate_dispatcher';
 SELECT r AS role, has_function_privilege(r, 'toolgate.claim_outbox(integer, interval, text[])', 'EXECUTE') AS claims,
-       has_function_privilege(r, 'toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval)', 'EXECUTE') AS settles
+       has_function_privilege(r, 'toolgate.settle_outbox(text, text, text, uuid, text, jsonb, interval, jsonb)', 'EXECUTE') AS settles
   FROM unnest(ARRAY['toolgate_agent', 'toolgate_admin', 'toolgate_auditor', 'toolgate_operator', 'toolgate_dispatcher']) r;
 SET ROLE toolgate_agent;
 SELECT count(*) FROM toolgate.claim_outbox(10);

@@ -264,6 +264,8 @@ struct Intent {
     state: String,
     /// The claim `settle_outbox` must present.
     claim: String,
+    /// How its endpoint's ERP answers: the contract, or what `toolgate.set_erp_answers` said.
+    answers: Reading,
 }
 
 impl Intent {
@@ -357,14 +359,16 @@ fn tls_config(ca_file: Option<&Path>) -> Result<Arc<ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-/// What an attempt ended with, as `settle_outbox` takes it.
+/// What an attempt ended with, as `settle_outbox` takes it: the outcome, the ERP's answer (or the
+/// dispatcher's error word), and the order lines the ERP refused, if it refused some.
 struct Settlement {
     outcome: &'static str,
     reply: Value,
+    refused: Option<Value>,
 }
 
 fn settled(outcome: &'static str, reply: Value) -> Settlement {
-    Settlement { outcome, reply }
+    Settlement { outcome, reply, refused: None }
 }
 
 /// An endpoint's access token as this process knows it, and its generation: how many times the
@@ -857,7 +861,7 @@ impl Dispatcher {
         let settled = db
             .query_one(
                 // The function alone in the statement: Citus delegates it to the tenant's node.
-                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7))",
+                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7), $8)",
                 &[
                     &intent.tenant,
                     &intent.tool,
@@ -866,6 +870,7 @@ impl Dispatcher {
                     &outcome,
                     &s.reply,
                     &backoff(self.opts.retry_delay, self.opts.max_retry_delay, intent.attempts).as_secs_f64(),
+                    &s.refused,
                 ],
             )
             .await;
@@ -1125,6 +1130,31 @@ const LEASE_SHORT: &str = "lease_short";
 const RATE_LIMITED_TRIES: u32 = 5;
 
 impl Erp<'_> {
+    /// Put on record, in the audit (`toolgate.note_outbox`), what happened within the attempt:
+    /// a resend (`resend`), a state query (`ask`), a run of polls (`poll`). Best effort: a note
+    /// the database does not take is said on standard error and the delivery goes on (the
+    /// attempt's start and its settlement are audited anyway).
+    async fn note(&self, phase: &str, detail: Value) {
+        let i = self.intent;
+        let noted = self
+            .d
+            .db
+            .query_one(
+                // The function alone in the statement: Citus delegates it to the tenant's node.
+                "SELECT toolgate.note_outbox($1, $2, $3, $4::text::uuid, $5, $6)",
+                &[&i.tenant, &i.tool, &i.key, &i.claim, &phase, &detail],
+            )
+            .await;
+        if let Err(e) = noted {
+            eprintln!(
+                "toolgate dispatch: intent {} of tool {}: the {phase} was not put on record: {}",
+                i.key,
+                i.tool,
+                e.as_db_error().map_or_else(|| e.to_string(), |d| d.to_string())
+            );
+        }
+    }
+
     /// No access token to send with: said on standard error (the operator's to mend), and the
     /// attempt ends before anything is sent.
     fn no_token(&self, why: String) -> CallError {
@@ -1172,11 +1202,14 @@ impl Erp<'_> {
                     if let Err(e) = self.d.refreshed(&self.intent.endpoint, generation, &self.link).await {
                         return Err(self.no_token(e));
                     }
+                    self.note("resend", json!({"reason": "unauthorized", "status": 401})).await;
                 }
                 429 if limited < RATE_LIMITED_TRIES => {
                     limited += 1;
                     let secs = reply.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(1);
-                    tokio::time::sleep(Duration::from_secs(secs.min(120))).await;
+                    let wait = secs.min(120);
+                    self.note("resend", json!({"reason": "rate_limited", "status": 429, "wait_s": wait})).await;
+                    tokio::time::sleep(Duration::from_secs(wait)).await;
                 }
                 _ => return Ok(reply),
             }
@@ -1219,13 +1252,14 @@ impl Erp<'_> {
     /// What the ERP's answer to the write says (the contract in docs/binding.md).
     async fn answered(&self, reply: Reply) -> Settlement {
         let body = reply.json();
+        let reading = &self.intent.answers;
         match reply.status {
-            200..=299 => match read_status(&body, true) {
-                Status::Done => settled("SUCCEEDED", body),
-                Status::Refused => settled("REJECTED", refusal(&body, reply.status)),
+            200..=299 => match reading.status(&body, true) {
+                Status::Done => reading.done(body),
+                Status::Refused => settled("REJECTED", reading.refusal(&body, reply.status)),
                 // Not done yet: its protocol polled, else the ERP asked for the key's state.
-                Status::Pending => match body["protocol"].as_str() {
-                    Some(protocol) => self.follow(protocol).await,
+                Status::Pending => match reading.protocol(&body) {
+                    Some(protocol) => self.follow(&protocol).await,
                     None => self
                         .reconcile()
                         .await
@@ -1247,7 +1281,7 @@ impl Erp<'_> {
                 }
                 self.reconcile().await.unwrap_or_else(|| settled("PENDING", json!({"error": "not_applied"})))
             }
-            _ => settled("REJECTED", refusal(&body, reply.status)),
+            _ => settled("REJECTED", reading.refusal(&body, reply.status)),
         }
     }
 
@@ -1255,15 +1289,19 @@ impl Erp<'_> {
     async fn follow(&self, protocol: &str) -> Settlement {
         let deadline = Instant::now() + self.d.opts.settle_within;
         let mut wait = Duration::from_millis(50);
+        let mut polls = 0;
         loop {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(1));
+            polls += 1;
             if let Ok(reply) = self.exchange("GET", &format!("/protocols/{}", encode(protocol)), None, None).await {
-                if let Some(done) = final_state(&reply) {
+                if let Some(done) = self.intent.answers.final_state(&reply) {
+                    self.note("poll", json!({"polls": polls, "ended": done.outcome})).await;
                     return done;
                 }
             }
             if Instant::now() >= deadline {
+                self.note("poll", json!({"polls": polls, "ended": "still_pending"})).await;
                 return settled("UNCERTAIN", json!({"error": "still_pending", "protocol": protocol}));
             }
         }
@@ -1273,86 +1311,179 @@ impl Erp<'_> {
     /// followed to its end, for a bounded time.
     async fn reconcile(&self) -> Option<Settlement> {
         let path = format!("/requests/{}", encode(&self.intent.erp_key()));
-        let reply = match self.exchange("GET", &path, None, None).await {
+        let asked = self.exchange("GET", &path, None, None).await;
+        let status = asked.as_ref().map_or(json!(null), |r| json!(r.status));
+        let said = match &asked {
+            Ok(r) if r.status == 200 => self.intent.answers.word(&r.json()),
+            _ => None,
+        };
+        self.note("ask", json!({"status": status, "ended": said.unwrap_or_else(|| "no_answer".into())})).await;
+        let reply = match asked {
             Ok(reply) if reply.status == 200 => reply,
             Err(CallError::TooLarge(_)) => return Some(settled("UNCERTAIN", json!({"error": "answer_too_large"}))),
             _ => return Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
         };
         let body = reply.json();
-        if body["status"].as_str().is_some_and(|w| w.eq_ignore_ascii_case("NOT_FOUND")) {
+        let reading = &self.intent.answers;
+        if reading.word(&body).is_some_and(|w| w == "NOT_FOUND") {
             return None;
         }
-        match read_status(&body, false) {
-            Status::Pending => match body["protocol"].as_str() {
-                Some(protocol) => Some(self.follow(protocol).await),
+        match reading.status(&body, false) {
+            Status::Pending => match reading.protocol(&body) {
+                Some(protocol) => Some(self.follow(&protocol).await),
                 None => Some(settled("UNCERTAIN", json!({"error": "still_pending"}))),
             },
-            _ => Some(final_state(&reply).unwrap_or_else(|| settled("UNCERTAIN", json!({"error": "state_unknown"})))),
+            _ => Some(
+                reading.final_state(&reply).unwrap_or_else(|| settled("UNCERTAIN", json!({"error": "state_unknown"}))),
+            ),
         }
     }
 }
 
-/// A protocol's or a key's state, if final.
-fn final_state(reply: &Reply) -> Option<Settlement> {
-    if reply.status != 200 {
-        return None;
-    }
-    let body = reply.json();
-    match read_status(&body, false) {
-        Status::Done => Some(settled("SUCCEEDED", body)),
-        Status::Refused => Some(settled("REJECTED", refusal(&body, 200))),
-        Status::Pending | Status::Unknown => None,
-    }
-}
-
-/// What an ERP's answer says of the request, by its `status` (docs/binding.md's contract).
+/// What an ERP's answer says of the request, by its status word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
     Done,
     Pending,
     Refused,
-    /// A word the contract does not know: not taken for success.
+    /// A word the reading does not know: not taken for success.
     Unknown,
 }
-
-/// The `status` words, compared without regard to case.
-const DONE_WORDS: &[&str] = &["DONE", "SUCCEEDED", "SUCCESS", "COMPLETED", "APPLIED", "OK"];
-const PENDING_WORDS: &[&str] = &["PENDING", "PROCESSING", "IN_PROGRESS", "ACCEPTED", "QUEUED"];
-const REFUSED_WORDS: &[&str] =
-    &["REJECTED", "FAILED", "FAILURE", "ERROR", "DECLINED", "DENIED", "CANCELLED", "CANCELED"];
 
 /// How long a `Retry-After` is waited at most, in seconds.
 const RETRY_AFTER_CAP_SECS: u64 = 30;
 
-/// Read `body`'s `status`: a word of one of the lists above; none at all (or a body that is not
-/// an object) is done only for the answer to the write itself (`absent_is_done`: a 2xx that says
-/// nothing more), never for a state query, which must say.
-fn read_status(body: &Value, absent_is_done: bool) -> Status {
-    let word = match body.get("status") {
-        None | Some(Value::Null) if absent_is_done => return Status::Done,
-        Some(Value::String(word)) => word.trim().to_ascii_uppercase(),
-        _ => return Status::Unknown,
-    };
-    if DONE_WORDS.contains(&word.as_str()) {
-        Status::Done
-    } else if PENDING_WORDS.contains(&word.as_str()) {
-        Status::Pending
-    } else if REFUSED_WORDS.contains(&word.as_str()) {
-        Status::Refused
-    } else {
-        Status::Unknown
-    }
+/// How an endpoint's ERP answers, as the claim brings it (`toolgate.erp_answers_contract()`, with
+/// what `toolgate.set_erp_answers` changed): JSON pointers to the status word, the refusal's
+/// reason, the protocol to poll and the order lines (each line's id, status and reason), the
+/// words of each kind (upper-case), and what a write's `2xx` with no status says.
+#[derive(Clone, Debug, serde::Deserialize)]
+struct Reading {
+    status: String,
+    error: String,
+    protocol: String,
+    absent: String,
+    done: Vec<String>,
+    pending: Vec<String>,
+    refused: Vec<String>,
+    lines: Option<String>,
+    line_id: String,
+    line_status: String,
+    line_error: String,
 }
 
-/// A refusal's reply for the ledger: the ERP's `error` word (else its status word, else
-/// `http_STATUS`) and the HTTP status; never the rest of the body.
-fn refusal(body: &Value, status: u16) -> Value {
-    let error = body["error"]
-        .as_str()
-        .or_else(|| body["status"].as_str().filter(|_| (200..300).contains(&status)))
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("http_{status}"));
-    json!({"error": error, "status": status})
+impl Reading {
+    /// The status word at `pointer` in `body`, upper-case: a string trimmed, a boolean or a number
+    /// by its text; `None` when there is none (or it is null).
+    fn word_at(body: &Value, pointer: &str) -> Option<String> {
+        match body.pointer(pointer)? {
+            Value::Null => None,
+            Value::String(w) => Some(w.trim().to_ascii_uppercase()),
+            Value::Bool(b) => Some(b.to_string().to_ascii_uppercase()),
+            Value::Number(n) => Some(n.to_string()),
+            // A list or an object is no word: never one of the lists.
+            other => Some(format!("{other}")),
+        }
+    }
+
+    /// The answer's status word.
+    fn word(&self, body: &Value) -> Option<String> {
+        Self::word_at(body, &self.status)
+    }
+
+    fn kind(&self, word: Option<String>, absent_is_done: bool) -> Status {
+        let Some(word) = word else {
+            return if absent_is_done && self.absent == "done" { Status::Done } else { Status::Unknown };
+        };
+        if self.done.contains(&word) {
+            Status::Done
+        } else if self.pending.contains(&word) {
+            Status::Pending
+        } else if self.refused.contains(&word) {
+            Status::Refused
+        } else {
+            Status::Unknown
+        }
+    }
+
+    /// Read `body`'s status: no status at all is done only for the answer to the write itself
+    /// (`absent_is_done`: a 2xx that says nothing more, when the reading's `absent` is `done`),
+    /// never for a state query or a protocol, which must say.
+    fn status(&self, body: &Value, absent_is_done: bool) -> Status {
+        self.kind(self.word(body), absent_is_done)
+    }
+
+    /// The async protocol to poll, if the answer names one.
+    fn protocol(&self, body: &Value) -> Option<String> {
+        match body.pointer(&self.protocol)? {
+            Value::String(p) if !p.is_empty() => Some(p.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
+    /// A refusal's reply for the ledger: the ERP's reason (else its status word, for a `2xx`,
+    /// else `http_STATUS`) and the HTTP status; never the rest of the body.
+    fn refusal(&self, body: &Value, status: u16) -> Value {
+        let error = body
+            .pointer(&self.error)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| self.word(body).filter(|_| (200..300).contains(&status)))
+            .unwrap_or_else(|| format!("http_{status}"));
+        json!({"error": error, "status": status})
+    }
+
+    /// A done answer, read line by line when it has lines: none refused is SUCCEEDED; some
+    /// refused (the others done) SUCCEEDED with the refused ones named, which the ledger answers
+    /// PARTIAL; all refused REJECTED (`lines_refused`); a line pending or in a word the reading
+    /// does not know, UNCERTAIN (`line_status_unknown`: asked by key later, never taken for done).
+    fn done(&self, body: Value) -> Settlement {
+        let Some(lines) = self.lines.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_array) else {
+            return settled("SUCCEEDED", body);
+        };
+        let mut refused = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.is_object() {
+                return settled("UNCERTAIN", json!({"error": "line_status_unknown", "line": i}));
+            }
+            match self.kind(Self::word_at(line, &self.line_status), true) {
+                Status::Done => {}
+                Status::Refused => {
+                    let id = line.pointer(&self.line_id).filter(|v| !v.is_null()).cloned().unwrap_or(json!(i));
+                    let error = line.pointer(&self.line_error).filter(|v| !v.is_null()).cloned();
+                    refused.push(json!({"line": id, "error": error}));
+                }
+                Status::Pending | Status::Unknown => {
+                    return settled("UNCERTAIN", json!({"error": "line_status_unknown", "line": i}))
+                }
+            }
+        }
+        if refused.is_empty() {
+            settled("SUCCEEDED", body)
+        } else if refused.len() == lines.len() {
+            Settlement {
+                outcome: "REJECTED",
+                reply: json!({"error": "lines_refused", "status": 200}),
+                refused: Some(Value::Array(refused)),
+            }
+        } else {
+            Settlement { outcome: "SUCCEEDED", reply: body, refused: Some(Value::Array(refused)) }
+        }
+    }
+
+    /// A protocol's or a key's state, if final.
+    fn final_state(&self, reply: &Reply) -> Option<Settlement> {
+        if reply.status != 200 {
+            return None;
+        }
+        let body = reply.json();
+        match self.status(&body, false) {
+            Status::Done => Some(self.done(body)),
+            Status::Refused => Some(settled("REJECTED", self.refusal(&body, 200))),
+            Status::Pending | Status::Unknown => None,
+        }
+    }
 }
 
 /// Whether an attempt's reply says the ERP turned the request away before handling it (401 or
@@ -1364,6 +1495,20 @@ fn refused_at_the_door(reply: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contract as `toolgate.erp_answers_contract()` has it (the claim brings it from there),
+    /// with `changes` over it as `toolgate.set_erp_answers` would store them.
+    fn reading(changes: Value) -> Reading {
+        let mut contract = json!({"status": "/status", "error": "/error", "protocol": "/protocol", "absent": "done",
+            "done": ["DONE", "SUCCEEDED", "SUCCESS", "COMPLETED", "APPLIED", "OK"],
+            "pending": ["PENDING", "PROCESSING", "IN_PROGRESS", "ACCEPTED", "QUEUED"],
+            "refused": ["REJECTED", "FAILED", "FAILURE", "ERROR", "DECLINED", "DENIED", "CANCELLED", "CANCELED"],
+            "lines": "/lines", "line_id": "/id", "line_status": "/status", "line_error": "/error"});
+        for (k, v) in changes.as_object().unwrap() {
+            contract[k] = v.clone();
+        }
+        serde_json::from_value(contract).unwrap()
+    }
 
     #[test]
     fn keys_are_encoded_for_headers_and_paths() {
@@ -1383,12 +1528,14 @@ mod tests {
             sent_before: false,
             state: "PENDING".into(),
             claim: String::new(),
+            answers: reading(json!({})),
         };
         assert_eq!(intent.erp_key(), "t1:order_part:k%201");
     }
 
     #[test]
     fn answers_are_read_by_their_status_word() {
+        let contract = reading(json!({}));
         for (body, write, status) in [
             (json!({"id": 7}), true, Status::Done),
             (json!("created"), true, Status::Done),
@@ -1402,13 +1549,60 @@ mod tests {
             (json!({"status": 3}), true, Status::Unknown),
             (json!({"id": 7}), false, Status::Unknown),
         ] {
-            assert_eq!(read_status(&body, write), status, "{body} (the write's answer: {write})");
+            assert_eq!(contract.status(&body, write), status, "{body} (the write's answer: {write})");
         }
-        assert_eq!(refusal(&json!({"status": "FAILED", "error": "card_declined"}), 200)["error"], "card_declined");
-        assert_eq!(refusal(&json!({"status": "DECLINED"}), 200)["error"], "DECLINED");
-        assert_eq!(refusal(&json!({"detail": "x"}), 422), json!({"error": "http_422", "status": 422}));
+        let refusal = |body: Value, status| contract.refusal(&body, status);
+        assert_eq!(refusal(json!({"status": "FAILED", "error": "card_declined"}), 200)["error"], "card_declined");
+        assert_eq!(refusal(json!({"status": "declined"}), 200)["error"], "DECLINED");
+        assert_eq!(refusal(json!({"detail": "x"}), 422), json!({"error": "http_422", "status": 422}));
         assert!(refused_at_the_door(&json!({"error": "rate_limited"})));
         assert!(!refused_at_the_door(&json!({"error": "no_connection"})));
+    }
+
+    #[test]
+    fn an_endpoint_says_how_its_erp_answers() {
+        let erp = reading(json!({"status": "/result/state", "error": "/result/reason", "protocol": "/job",
+                                 "done": ["POSTED", "TRUE"], "refused": ["VOIDED", "FALSE"], "absent": "unknown"}));
+        for (body, status) in [
+            (json!({"result": {"state": "posted"}}), Status::Done),
+            (json!({"result": {"state": true}}), Status::Done),
+            (json!({"result": {"state": false}}), Status::Refused),
+            (json!({"result": {"state": "Voided", "reason": "budget"}}), Status::Refused),
+            (json!({"result": {"state": "PENDING"}}), Status::Pending),
+            // The contract's words it did not keep, and no status at all, are not taken for done.
+            (json!({"result": {"state": "DONE"}}), Status::Unknown),
+            (json!({"status": "DONE"}), Status::Unknown),
+            (json!({"id": 7}), Status::Unknown),
+        ] {
+            assert_eq!(erp.status(&body, true), status, "{body}");
+        }
+        assert_eq!(erp.refusal(&json!({"result": {"state": "VOIDED", "reason": "budget"}}), 200)["error"], "budget");
+        assert_eq!(erp.protocol(&json!({"job": 42})).as_deref(), Some("42"));
+        assert_eq!(erp.protocol(&json!({"protocol": "P"})), None);
+    }
+
+    #[test]
+    fn order_lines_refused_are_named() {
+        let contract = reading(json!({}));
+        let some = contract.done(json!({"status": "DONE", "lines": [
+            {"id": "L1", "status": "DONE"}, {"id": "L2", "status": "REJECTED", "error": "out_of_stock"}, {"sku": 9}]}));
+        assert_eq!((some.outcome, some.refused), ("SUCCEEDED", Some(json!([{"line": "L2", "error": "out_of_stock"}]))));
+        let all = contract.done(json!({"lines": [{"status": "FAILED"}, {"status": "DECLINED", "error": "x"}]}));
+        assert_eq!(all.outcome, "REJECTED");
+        assert_eq!(all.reply["error"], "lines_refused");
+        assert_eq!(all.refused, Some(json!([{"line": 0, "error": null}, {"line": 1, "error": "x"}])));
+        for unsure in [
+            json!({"lines": [{"status": "DONE"}, {"status": "BACKORDERED"}]}),
+            json!({"lines": [{"status": "PENDING"}]}),
+            json!({"lines": ["L1"]}),
+        ] {
+            let s = contract.done(unsure.clone());
+            assert_eq!((s.outcome, s.reply["error"].as_str()), ("UNCERTAIN", Some("line_status_unknown")), "{unsure}");
+        }
+        let plain = contract.done(json!({"status": "DONE", "lines": "n/a"}));
+        assert_eq!((plain.outcome, plain.refused), ("SUCCEEDED", None));
+        let unread = reading(json!({"lines": null})).done(json!({"lines": [{"status": "REJECTED"}]}));
+        assert_eq!((unread.outcome, unread.refused), ("SUCCEEDED", None));
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub enum Fault {
     /// and the access token answered is already expired. On any other request before it is
     /// handled: `401 {"error": "invalid_token"}`, nothing applied.
     ExpireTokens,
+    /// `answer:JSON`: a write is accepted and done at once, and answered `200` with JSON (a
+    /// JSON value, the rest of the fault's text) instead of the ERP's own words: an ERP that
+    /// answers in words and fields of its own, or with order lines. The state query by key
+    /// answers as usual. Other requests are handled as usual.
+    Answer(String),
     /// `huge:BYTES`: handle the request as usual (a write is applied), then answer with the same
     /// status and the answer padded with BYTES bytes (`"padding": "xxx…"`): an ERP whose answers
     /// run to megabytes.
@@ -80,6 +85,9 @@ impl Fault {
             ("huge", Some(bytes)) => {
                 bytes.parse::<usize>().map(Fault::Huge).map_err(|_| format!("huge:{bytes}: not a number of bytes"))
             }
+            ("answer", Some(json)) => serde_json::from_str::<serde_json::Value>(json)
+                .map(|_| Fault::Answer(json.to_string()))
+                .map_err(|e| format!("answer:{json}: not JSON: {e}")),
             ("refuse", arg) => code(arg).map(Fault::Refuse),
             ("failed", arg) => code(arg).map(Fault::Failed),
             ("pending-bare", None) => Ok(Fault::PendingBare(None)),
@@ -88,7 +96,7 @@ impl Fault {
             ("reject-later", arg) => code(arg).map(Fault::RejectLater),
             _ => Err(format!(
                 "unknown fault {text:?}: late:MS, drop, drop-before, 500, 503, 429, refuse:CODE, reject-later:CODE, \
-                 failed:CODE, pending-bare[:CODE], status:WORD, expire-tokens or huge:BYTES"
+                 failed:CODE, pending-bare[:CODE], status:WORD, answer:JSON, expire-tokens or huge:BYTES"
             )),
         }
     }
@@ -111,6 +119,7 @@ impl fmt::Display for Fault {
             Fault::PendingBare(Some(code)) => write!(f, "pending-bare:{code}"),
             Fault::ExpireTokens => f.write_str("expire-tokens"),
             Fault::Huge(bytes) => write!(f, "huge:{bytes}"),
+            Fault::Answer(json) => write!(f, "answer:{json}"),
         }
     }
 }

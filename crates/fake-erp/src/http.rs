@@ -147,14 +147,17 @@ async fn gate(State(erp): Erp, ConnectInfo(conn): ConnectInfo<Connection>, req: 
             | Fault::RejectLater(_)
             | Fault::Failed(_)
             | Fault::PendingBare(_)
-            | Fault::Worded(_)),
+            | Fault::Worded(_)
+            | Fault::Answer(_)),
         ) if write => {
             let mut req = req;
             req.extensions_mut().insert(fault);
             next.run(req).await
         }
         Some(Fault::Refuse(code) | Fault::Failed(code)) => answer(422, json!({"error": code})),
-        Some(Fault::RejectLater(_) | Fault::PendingBare(_) | Fault::Worded(_)) => next.run(req).await,
+        Some(Fault::RejectLater(_) | Fault::PendingBare(_) | Fault::Worded(_) | Fault::Answer(_)) => {
+            next.run(req).await
+        }
         Some(Fault::Huge(bytes)) => {
             let (mut parts, body) = next.run(req).await.into_parts();
             let body = axum::body::to_bytes(body, MAX_BODY).await.unwrap_or_default();

@@ -383,7 +383,7 @@ impl State {
                     Some(Fault::RejectLater(code) | Fault::PendingBare(Some(code))) => Some(code.clone()),
                     _ => None,
                 };
-                let at_once = self.settings.synchronous && fault.is_none();
+                let at_once = (self.settings.synchronous && fault.is_none()) || matches!(fault, Some(Fault::Answer(_)));
                 let ready_at = if at_once { now } else { now + self.settings.async_delay };
                 let purchase = Purchase {
                     id,
@@ -398,6 +398,7 @@ impl State {
                 let answer = match fault {
                     Some(Fault::PendingBare(_)) => json!({"status": "PENDING"}),
                     Some(Fault::Worded(word)) => json!({"status": word}),
+                    Some(Fault::Answer(json)) => serde_json::from_str(json).unwrap_or(Value::Null),
                     _ if at_once => self.purchase_state(&self.purchases[self.purchases.len() - 1], now),
                     _ => json!({"protocol": protocol, "status": "PENDING"}),
                 };
