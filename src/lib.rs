@@ -21,6 +21,12 @@ pub static CLOCK_SKEW: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(tool
 /// on, a stolen token tested that way still leaves a line. Superuser-only.
 pub static LOG_CALLS: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(false);
 
+/// `toolgate.outbox_notify`: an outbox call's transaction sends `NOTIFY toolgate_outbox` (no
+/// payload) as it enqueues, so a dispatcher that listens wakes when it commits instead of at its
+/// next poll. On by default. Superuser-only: a DBA who would rather not pay the notification
+/// queue's lock at the commit of every outbox call turns it off (the dispatchers then poll).
+pub static OUTBOX_NOTIFY: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(true);
+
 /// `toolgate.audience`: the audience every identity token this session presents must name in its
 /// `aud` (an MCP server over HTTP sets its resource URL here, RFC 8707: a token issued for another
 /// resource, or for none, is then refused). Empty (the default): no audience is required beyond
@@ -82,6 +88,14 @@ pub extern "C-unwind" fn _PG_init() {
         i32::MAX,
         pgrx::GucContext::Suset,
         pgrx::GucFlags::UNIT_S,
+    );
+    pgrx::GucRegistry::define_bool_guc(
+        c"toolgate.outbox_notify",
+        c"An outbox call notifies toolgate_outbox as it enqueues, waking the dispatchers that listen.",
+        c"Off: no notification; the dispatchers find new intents at their next poll.",
+        &OUTBOX_NOTIFY,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::default(),
     );
     pgrx::GucRegistry::define_bool_guc(
         c"toolgate.log_calls",

@@ -1291,3 +1291,34 @@ async fn where_the_outbox_is_distributed_claims_go_tenant_by_tenant() {
         12
     );
 }
+
+/// A dispatcher that polls rarely is woken by the outbox call's commit (`NOTIFY toolgate_outbox`,
+/// `toolgate.outbox_notify` on by default): the intent is delivered long before the next poll.
+#[tokio::test]
+async fn a_queued_call_wakes_the_dispatcher() {
+    let s = setup("dispatch_woken").await;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let opts = dispatch::Options { once: false, poll: Duration::from_secs(600), stop: Some(stopping), ..s.options() };
+    let dispatcher = tokio::spawn(dispatch::run_owned(opts));
+    // Listening (its last statement is the LISTEN) before the call commits.
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"toolgate_outbox\"'";
+    for _ in 0..200 {
+        if count(&s.root, listening).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(count(&s.root, listening).await, 1, "the dispatcher listens");
+    assert_eq!(outcome(&s.call("o1", "woken-key-1").await), ("PENDING", "-"));
+    let mut waited = 0;
+    let delivered =
+        "SELECT count(*) FROM toolgate.outbox WHERE idempotency_key = 'woken-key-1' AND state = 'SUCCEEDED'";
+    while count(&s.root, delivered).await == 0 {
+        assert!(waited < 400, "not delivered within 20 s while the poll is 600 s: never woken");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    stop.send(true).unwrap();
+    let report = dispatcher.await.unwrap().unwrap();
+    assert_eq!(report.count("SUCCEEDED"), 1, "{report:?}");
+}

@@ -58,6 +58,10 @@ fn enqueue(intent: &Intent, outbox: &Outbox) -> Step<Reply> {
             conversation.into(),
         ],
     );
+    // Delivered at commit, to the dispatchers that listen (one per transaction: no payload).
+    if crate::OUTBOX_NOTIFY.get() {
+        spi::run("SELECT pg_catalog.pg_notify('toolgate_outbox', '')", &[]);
+    }
     let target = proposal::quoted(intent.target());
     let summary = format!(
         "{} on {target}: accepted and queued for the ERP (endpoint {}), not yet done. Call again with the same \

@@ -81,10 +81,14 @@ pub struct DispatchRun {
     pub concurrency: usize,
     /// The fake ERP does each write at once and answers DONE (no protocol to poll).
     pub synchronous: bool,
-    /// Steady: for this long, one client enqueues intents through the gate as fast as it can
-    /// while the dispatcher, polling, delivers them (`intents` then ignored); the queue's lag is
-    /// sampled every 100 ms.
+    /// Steady: for this long, `clients` clients enqueue intents through the gate as fast as they
+    /// can while the dispatcher, polling every `poll` and woken by the calls' notifications if
+    /// `notify`, delivers them (`intents` then ignored); the queue's lag is sampled every 100 ms.
     pub steady: Option<Duration>,
+    pub clients: usize,
+    /// The enqueuing sessions' `toolgate.outbox_notify`.
+    pub notify: bool,
+    pub poll: Duration,
 }
 
 /// What a run measured: the dispatcher's wall time from its start (its connection included) until
@@ -192,8 +196,9 @@ pub async fn dispatch(run: &DispatchRun) -> Result<DispatchFigures> {
     Ok(DispatchFigures { intents: run.intents, seconds, cpu_us_per_intent, max_lag: None, last_lag: None })
 }
 
-/// A steady run: one client calls the outbox tool back to back for `span` while the dispatcher
-/// polls and delivers; then everything is delivered and checked.
+/// A steady run: `run.clients` clients call the outbox tool back to back for `span` (each in a
+/// session whose `toolgate.outbox_notify` is `run.notify`) while the dispatcher, polling every
+/// `run.poll` and listening, delivers; then everything is delivered and checked.
 async fn steady(
     run: &DispatchRun,
     db: &Client,
@@ -204,35 +209,50 @@ async fn steady(
     let erp = FakeErpThread::start(run.synchronous)?;
     let mut opts = point_at(run, db, &erp).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    (opts.once, opts.poll, opts.stop) = (false, Duration::from_millis(50), Some(stopped));
+    (opts.once, opts.poll, opts.stop) = (false, run.poll, Some(stopped));
     let cpu = thread_cpu();
     let started = Instant::now();
     let dispatcher = tokio::spawn(dispatch::run_owned(opts));
-    let client = run.server.connect("postgres", &run.dbname).await?;
     let sampler = run.server.connect("postgres", &run.dbname).await?;
-    let (mut enqueued, mut max_lag, mut last_lag, mut next_sample) = (0i64, 0f64, 0f64, Instant::now());
+    let next_key = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(before + 1));
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..run.clients.max(1) {
+        let client = run.server.connect("postgres", &run.dbname).await?;
+        client
+            .batch_execute(&format!("SET toolgate.outbox_notify = {}", if run.notify { "on" } else { "off" }))
+            .await?;
+        let (identity, next_key) = (identity.to_string(), next_key.clone());
+        clients.spawn(async move {
+            while started.elapsed() < span {
+                let key = next_key.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let reply: serde_json::Value = client
+                    .query_one(
+                        "SELECT toolgate.call($1, 'dispatch-bench', 'erp_purchase_part', \
+                                jsonb_build_object('order_id', (900000165 + $2::bigint % 64)::text, 'part_id', 'P-1', \
+                                                   'quantity', 1, 'idempotency_key', 'dispatch-key-' || $2::bigint))",
+                        &[&identity, &key],
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .get(0);
+                if reply["outcome"] != "PENDING" {
+                    return Err(format!("an outbox call did not answer PENDING: {reply}"));
+                }
+            }
+            Ok::<(), String>(())
+        });
+    }
+    let (mut max_lag, mut last_lag) = (0f64, 0f64);
     while started.elapsed() < span {
-        enqueued += 1;
-        let reply: serde_json::Value = client
-            .query_one(
-                "SELECT toolgate.call($1, 'dispatch-bench', 'erp_purchase_part', \
-                        jsonb_build_object('order_id', (900000165 + $2::bigint % 64)::text, 'part_id', 'P-1', \
-                                           'quantity', 1, 'idempotency_key', 'dispatch-key-' || $2::bigint))",
-                &[&identity, &(before + enqueued)],
-            )
-            .await?
-            .get(0);
-        if reply["outcome"] != "PENDING" {
-            return Err(format!("an outbox call did not answer PENDING: {reply}").into());
-        }
-        if Instant::now() >= next_sample {
-            next_sample += Duration::from_millis(100);
-            let lag: f64 =
-                sampler.query_one("SELECT oldest_due_seconds FROM toolgate.outbox_gauges()", &[]).await?.get(0);
-            (max_lag, last_lag) = (max_lag.max(lag), lag);
-        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lag: f64 = sampler.query_one("SELECT oldest_due_seconds FROM toolgate.outbox_gauges()", &[]).await?.get(0);
+        (max_lag, last_lag) = (max_lag.max(lag), lag);
+    }
+    while let Some(done) = clients.join_next().await {
+        done.map_err(|e| e.to_string())??;
     }
     let enqueuing = started.elapsed();
+    let enqueued = next_key.load(std::sync::atomic::Ordering::Relaxed) - before - 1;
     // Then the rest is delivered (within five minutes), and the dispatcher stopped.
     for _ in 0..3000 {
         if db::count(db, "SELECT count(*) FROM toolgate.outbox WHERE state <> 'SUCCEEDED'", &[]).await? == 0 {

@@ -524,6 +524,19 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
     .build()
     .map_err(|e| format!("the settlements' connections: {e}"))?;
     let per_tenant: bool = db.query_one("SELECT toolgate.outbox_distributed()", &[]).await?.get(0);
+    // Woken when an outbox call commits (`toolgate.outbox_notify`), besides each poll, which stays
+    // for the intents that come due by time (retries). Not on Citus: the calls, and so their
+    // notifications, are the workers'; there it polls.
+    let mut woken = if per_tenant || opts.once {
+        None
+    } else {
+        Some(
+            database
+                .listen("toolgate_outbox")
+                .await
+                .map_err(|e| format!("cannot listen: {}", toolgate_pgconn::describe(&e)))?,
+        )
+    };
     let dispatcher = Arc::new(Dispatcher {
         per_tenant,
         db,
@@ -577,6 +590,7 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
             tokio::select! {
                 _ = tokio::time::sleep(opts.poll) => {}
                 _ = stopped(&mut stop) => {}
+                w = wake(&mut woken) => w?,
             }
             continue;
         }
@@ -590,8 +604,21 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
                 }
             }
             _ = tokio::time::sleep(opts.poll), if poll => {}
+            w = wake(&mut woken), if poll => w?,
             _ = stopped(&mut stop) => {}
         }
+    }
+}
+
+/// The next wake-up of a dispatcher that listens (never, for one that does not); an error once
+/// the listening connection is lost (the dispatcher connects again).
+async fn wake(woken: &mut Option<(Client, tokio::sync::mpsc::Receiver<()>)>) -> Result<()> {
+    match woken {
+        Some((_, woken)) => match woken.recv().await {
+            Some(()) => Ok(()),
+            None => Err("the connection that listens for new intents was lost".into()),
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -144,7 +144,8 @@ enum Command {
         /// [default: the environment variable TOOLGATE_DATABASE_URL].
         #[arg(long, value_name = "CONNINFO_OR_URL")]
         database: Option<String>,
-        /// Drain what is due and exit; otherwise poll every --poll seconds until stopped.
+        /// Drain what is due and exit; otherwise run until stopped, woken by each outbox call's
+        /// commit (NOTIFY toolgate_outbox; not on Citus) and polling every --poll seconds.
         #[arg(long)]
         once: bool,
         #[arg(long, default_value_t = 2.0)]
@@ -318,10 +319,19 @@ enum Command {
         /// The fake ERP does each write at once and answers DONE (no protocol to poll).
         #[arg(long)]
         synchronous: bool,
-        /// Seconds one client enqueues back to back while the dispatcher delivers (--intents
-        /// ignored); prints the queue's longest and last lag too.
+        /// Seconds --clients clients enqueue back to back while the dispatcher delivers
+        /// (--intents ignored); prints the queue's longest and last lag too.
         #[arg(long)]
         steady: Option<f64>,
+        #[arg(long, default_value_t = 1)]
+        clients: usize,
+        /// The enqueuing sessions do not notify (toolgate.outbox_notify off): the dispatcher
+        /// finds their intents by polling.
+        #[arg(long)]
+        no_notify: bool,
+        /// The dispatcher's --poll in a steady run, in seconds.
+        #[arg(long, default_value_t = 2.0)]
+        poll: f64,
     },
 }
 
@@ -608,8 +618,12 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             concurrency,
             synchronous,
             steady,
+            clients,
+            no_notify,
+            poll,
         } => {
             let steady = steady.map(std::time::Duration::try_from_secs_f64).transpose()?;
+            let poll = std::time::Duration::try_from_secs_f64(poll)?;
             let run = bench::DispatchRun {
                 server: Server { host, port },
                 dbname,
@@ -619,6 +633,9 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 concurrency,
                 synchronous,
                 steady,
+                clients,
+                notify: !no_notify,
+                poll,
             };
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let figures = runtime.block_on(bench::dispatch(&run))?;

@@ -152,6 +152,39 @@ impl Database {
     }
 }
 
+impl Database {
+    /// One connection that `LISTEN`s on `channel`, and a receiver that gets a wake-up for the
+    /// notifications that arrive (several at once may come as one: a wake-up, not a count). The
+    /// receiver ends (`None`) when the connection does.
+    pub async fn listen(
+        &self,
+        channel: &str,
+    ) -> Result<(Client, tokio::sync::mpsc::Receiver<()>), tokio_postgres::Error> {
+        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+        let (wake, woken) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
+                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = wake.try_send(()) {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        client.batch_execute(&format!("LISTEN {}", quote_ident(channel))).await?;
+        Ok((client, woken))
+    }
+}
+
+/// `name` as an SQL identifier, double-quoted.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 /// Why a connection failed, in a line: the server's message, or the TLS or network error with
 /// what caused it (tokio-postgres' own text stops at "error performing TLS handshake").
 pub fn describe(e: &tokio_postgres::Error) -> String {
