@@ -405,6 +405,35 @@ struct Dispatcher {
     /// The outbox is distributed by tenant (Citus, `toolgate.outbox_distributed()`): claims are
     /// made tenant by tenant, each on the node that holds the tenant.
     per_tenant: bool,
+    /// The claim's statements on `db`, prepared once.
+    claims: Claims,
+}
+
+/// The statements a claim takes, prepared on the dispatcher's connection when it connects.
+struct Claims {
+    /// `claim_outbox` (one node).
+    all: tokio_postgres::Statement,
+    /// `outbox_due_tenants`, then `tenant_claim_outbox` for each (Citus).
+    due_tenants: tokio_postgres::Statement,
+    tenant: tokio_postgres::Statement,
+}
+
+impl Claims {
+    async fn prepare(db: &Client) -> std::result::Result<Claims, tokio_postgres::Error> {
+        Ok(Claims {
+            all: db
+                .prepare(
+                    "SELECT coalesce(pg_catalog.jsonb_agg(c), '[]') \
+                     FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2), $3) c",
+                )
+                .await?,
+            due_tenants: db.prepare("SELECT tenant_id, due FROM toolgate.outbox_due_tenants($1, $2)").await?,
+            // As Citus delegates it: the function alone, its arguments parameters.
+            tenant: db
+                .prepare("SELECT toolgate.tenant_claim_outbox($1, $2, pg_catalog.make_interval(secs => $3), $4)")
+                .await?,
+        })
+    }
 }
 
 /// An endpoint's circuit breaker: attempts in a row that could not reach it, and, once open,
@@ -537,8 +566,10 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
                 .map_err(|e| format!("cannot listen: {}", toolgate_pgconn::describe(&e)))?,
         )
     };
+    let claims = Claims::prepare(&db).await?;
     let dispatcher = Arc::new(Dispatcher {
         per_tenant,
+        claims,
         db,
         settling,
         slots: Semaphore::new(opts.concurrency.max(1)),
@@ -759,8 +790,7 @@ impl Dispatcher {
         let lease = self.opts.lease.as_secs_f64();
         let mut claimed: Vec<Intent> = Vec::new();
         if self.per_tenant {
-            let tenants =
-                self.db.query("SELECT tenant_id, due FROM toolgate.outbox_due_tenants($1, $2)", &[&n, &skip]).await?;
+            let tenants = self.db.query(&self.claims.due_tenants, &[&n, &skip]).await?;
             for t in &tenants {
                 let left = n - claimed.len() as i32;
                 if left <= 0 {
@@ -768,25 +798,11 @@ impl Dispatcher {
                 }
                 let (tenant, due): (String, i64) = (t.get(0), t.get(1));
                 let batch = left.min(i32::try_from(due).unwrap_or(i32::MAX));
-                // As Citus delegates it: the function alone, its arguments parameters.
-                let row = self
-                    .db
-                    .query_one(
-                        "SELECT toolgate.tenant_claim_outbox($1, $2, pg_catalog.make_interval(secs => $3), $4)",
-                        &[&tenant, &batch, &lease, &skip],
-                    )
-                    .await?;
+                let row = self.db.query_one(&self.claims.tenant, &[&tenant, &batch, &lease, &skip]).await?;
                 claimed.extend(serde_json::from_value::<Vec<Intent>>(row.get(0))?);
             }
         } else {
-            let row = self
-                .db
-                .query_one(
-                    "SELECT coalesce(pg_catalog.jsonb_agg(c), '[]') \
-                     FROM toolgate.claim_outbox($1, pg_catalog.make_interval(secs => $2), $3) c",
-                    &[&n, &lease, &skip],
-                )
-                .await?;
+            let row = self.db.query_one(&self.claims.all, &[&n, &lease, &skip]).await?;
             claimed = serde_json::from_value(row.get(0))?;
         }
         Ok(claimed.into_iter().map(|intent| (intent, Held::new(asked + self.opts.lease))).collect())
@@ -885,22 +901,29 @@ impl Dispatcher {
                 .into())
             }
         };
-        let settled = db
-            .query_one(
-                // The function alone in the statement: Citus delegates it to the tenant's node.
-                "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, pg_catalog.make_interval(secs => $7), $8)",
-                &[
-                    &intent.tenant,
-                    &intent.tool,
-                    &intent.key,
-                    &intent.claim,
-                    &outcome,
-                    &s.reply,
-                    &backoff(self.opts.retry_delay, self.opts.max_retry_delay, intent.attempts).as_secs_f64(),
-                    &s.refused,
-                ],
-            )
-            .await;
+        // The function alone in the statement: Citus delegates it to the tenant's node. Prepared
+        // once per connection of the pool, not at every settlement.
+        const SETTLE: &str = "SELECT toolgate.settle_outbox($1, $2, $3, $4::text::uuid, $5, $6, \
+                              pg_catalog.make_interval(secs => $7), $8)";
+        let settled = match db.prepare_cached(SETTLE).await {
+            Ok(statement) => {
+                db.query_one(
+                    &statement,
+                    &[
+                        &intent.tenant,
+                        &intent.tool,
+                        &intent.key,
+                        &intent.claim,
+                        &outcome,
+                        &s.reply,
+                        &backoff(self.opts.retry_delay, self.opts.max_retry_delay, intent.attempts).as_secs_f64(),
+                        &s.refused,
+                    ],
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         let row = match settled {
             Ok(row) => row,
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) => {
