@@ -29,16 +29,24 @@ SET ROLE maintenance_owner;
 
 -- The request: what the supplier is asked for, built from what the gate verified and found (the
 -- order, the part, the quantity, the amount from the catalogue), never from the model's word
--- alone. The dispatcher adds the base URL, the credentials and the idempotency key.
+-- alone. The dispatcher adds the base URL, the credentials and the idempotency key. PL/pgSQL, as
+-- every bound function of the examples: Citus cannot plan a SQL function's parameters, and
+-- PL/pgSQL keeps its plan (docs/scale-out.md, docs/binding.md).
 CREATE FUNCTION maintenance.supplier_order(ctx jsonb, args jsonb) RETURNS jsonb
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, maintenance, pg_temp
 AS $$
+DECLARE
+    request jsonb;
+BEGIN
     SELECT jsonb_build_object(
         'method', 'POST',
         'path', '/purchases',
         'body', jsonb_build_object('tenant', ctx->>'tenant', 'order_id', ctx->'target'->>'id',
                                    'part', args->>'part_id', 'quantity', (args->>'quantity')::integer,
                                    'value', ctx->'value'->>'amount'))
+      INTO request;
+    RETURN request;
+END
 $$;
 
 -- The follow-up once the supplier has the order, in the context of the call that asked for it

@@ -11,7 +11,7 @@
 --
 -- Run it as a superuser (it creates a role) in a database where pg_toolgate is installed:
 --   psql -d DB -f examples/refunds/refunds.sql
--- Identity keys are the DBA's next step (toolgate.add_key); the README walks through it.
+-- Identity keys are the DBA's next step (toolgate.add_key); README.md beside this file says where.
 
 BEGIN;
 
