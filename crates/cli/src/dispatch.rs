@@ -6,15 +6,21 @@
 //! the tenant's node: `toolgate.tenant_claim_outbox`), sends each with the idempotency key
 //! `TENANT:TOOL:KEY` (the agent's key percent-encoded; the same for every attempt of an intent),
 //! and settles what the ERP answered with `toolgate.settle_outbox`, which writes the outbox row,
-//! the ledger's reply for the key and an audit row of kind `dispatch` in one transaction.
+//! the ledger's reply for the key and an audit row of kind `dispatch` in one transaction. What
+//! happens within an attempt (a resend after a 401 or a 429, a state query, a run of polls) is
+//! put on record too (`toolgate.note_outbox`). Running on (not `--once`), it listens on
+//! `toolgate_outbox`, which each outbox call notifies as it commits, besides polling.
 //!
 //! What each answer becomes:
 //! - `2xx` with `{"status": "PENDING", "protocol": P}` (the async protocol): `GET /protocols/P` is
 //!   polled until `DONE` (SUCCEEDED) or `REJECTED` (REJECTED `erp_rejected`), for a bounded time;
 //!   still pending then: UNCERTAIN, and the next attempt asks the ERP by key first;
-//! - any other `2xx`: read by its `status` word (the contract in docs/binding.md): done is
-//!   SUCCEEDED with the ERP's answer, a refusal REJECTED, PENDING without a protocol asked for by
-//!   key, a word the contract does not know UNCERTAIN;
+//! - any other `2xx`: read by its status word, as the endpoint's reading says (the contract of
+//!   docs/binding.md, `toolgate.erp_answers_contract()`, or what `toolgate.set_erp_answers` said
+//!   for an ERP of other words and fields): done is SUCCEEDED with the ERP's answer (with order
+//!   lines, some refused: SUCCEEDED with those lines named, which the ledger answers PARTIAL; all
+//!   refused: REJECTED), a refusal REJECTED, PENDING without a protocol asked for by key, a word
+//!   the reading does not know UNCERTAIN;
 //! - `401`: the access token is refreshed (one refresh for any number of requests that met the
 //!   same stale token, in this process and in every other dispatcher: `toolgate.erp_credentials`)
 //!   and the request sent again;
