@@ -1301,7 +1301,9 @@ async fn a_queued_call_wakes_the_dispatcher() {
     let opts = dispatch::Options { once: false, poll: Duration::from_secs(600), stop: Some(stopping), ..s.options() };
     let dispatcher = tokio::spawn(dispatch::run_owned(opts));
     // Listening (its last statement is the LISTEN) before the call commits.
-    let listening = "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"toolgate_outbox\"'";
+    // This database's only: other tests' dispatchers listen in theirs.
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                     AND query = 'LISTEN \"toolgate_outbox\"'";
     for _ in 0..200 {
         if count(&s.root, listening).await == 1 {
             break;

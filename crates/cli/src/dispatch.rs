@@ -1368,20 +1368,23 @@ impl Erp<'_> {
     async fn reconcile(&self) -> Option<Settlement> {
         let path = format!("/requests/{}", encode(&self.intent.erp_key()));
         let asked = self.exchange("GET", &path, None, None).await;
-        let status = asked.as_ref().map_or(json!(null), |r| json!(r.status));
-        let said = match &asked {
-            Ok(r) if r.status == 200 => self.intent.answers.word(&r.json()),
-            _ => None,
+        let reading = &self.intent.answers;
+        // The answer read once: for the audit's note, then for the state it says.
+        let (status, body) = match &asked {
+            Ok(r) => (json!(r.status), (r.status == 200).then(|| r.json())),
+            Err(_) => (json!(null), None),
         };
-        self.note("ask", json!({"status": status, "ended": said.unwrap_or_else(|| "no_answer".into())})).await;
-        let reply = match asked {
-            Ok(reply) if reply.status == 200 => reply,
-            Err(CallError::TooLarge(_)) => return Some(settled("UNCERTAIN", json!({"error": "answer_too_large"}))),
+        let word = body.as_ref().and_then(|b| reading.word(b));
+        let ended = word.clone().unwrap_or_else(|| "no_answer".into());
+        self.note("ask", json!({"status": status, "ended": ended})).await;
+        let body = match (asked, body) {
+            (_, Some(body)) => body,
+            (Err(CallError::TooLarge(_)), _) => {
+                return Some(settled("UNCERTAIN", json!({"error": "answer_too_large"})))
+            }
             _ => return Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
         };
-        let body = reply.json();
-        let reading = &self.intent.answers;
-        if reading.word(&body).is_some_and(|w| w == "NOT_FOUND") {
+        if word.is_some_and(|w| w == "NOT_FOUND") {
             return None;
         }
         match reading.status(&body, false) {
@@ -1389,9 +1392,9 @@ impl Erp<'_> {
                 Some(protocol) => Some(self.follow(&protocol).await),
                 None => Some(settled("UNCERTAIN", json!({"error": "still_pending"}))),
             },
-            _ => Some(
-                reading.final_state(&reply).unwrap_or_else(|| settled("UNCERTAIN", json!({"error": "state_unknown"}))),
-            ),
+            Status::Done => Some(reading.done(body)),
+            Status::Refused => Some(settled("REJECTED", reading.refusal(&body, 200))),
+            Status::Unknown => Some(settled("UNCERTAIN", json!({"error": "state_unknown"}))),
         }
     }
 }
