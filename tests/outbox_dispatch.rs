@@ -172,6 +172,46 @@ async fn two_dispatchers_send_each_of_twenty_intents_once() {
     assert_eq!(std::fs::read_to_string(&s.token_file).unwrap().trim(), s.erp.refresh_token());
 }
 
+#[tokio::test]
+async fn connections_to_the_erp_are_kept_open_between_exchanges() {
+    let s = setup("dispatch_keep_alive").await;
+    let calls = |from: usize, to: usize| {
+        let s = &s;
+        async move {
+            for i in from..=to {
+                let key = format!("kept-key-{i}");
+                assert_eq!(outcome(&s.call(&format!("o{i}"), &key).await), ("PENDING", "-"));
+            }
+        }
+    };
+    let mut one = s.options();
+    one.concurrency = 1;
+    // The refresh and four writes on one connection.
+    calls(1, 4).await;
+    assert_eq!(dispatch::run(&one).await.unwrap().count("SUCCEEDED"), 4);
+    assert_eq!((s.erp("connections"), s.erp("refreshes")), (1, 1), "{}", s.erp.effects());
+
+    // The second write, on the first one's connection, is applied and the connection closed
+    // without an answer: the state query that asks for the lost answer, and the writes after it,
+    // on a second connection; the request that may have been written is never written again.
+    calls(5, 10).await;
+    s.erp.queue_fault(Fault::Late(Duration::ZERO), 1, Matcher::default());
+    s.erp.queue_fault(Fault::Drop, 1, Matcher::default());
+    let report = dispatch::run(&one).await.unwrap();
+    assert_eq!(report.count("SUCCEEDED"), 6, "{report:?}");
+    assert_eq!((s.erp("connections"), s.erp("faults_fired")), (3, 2), "{}", s.erp.effects());
+    assert_eq!((s.erp("effects"), s.erp("writes_received")), (10, 10), "asked, never sent again");
+    assert_eq!(s.erp("state_queries"), 1);
+
+    // Keep-alive off: a connection per exchange.
+    calls(11, 15).await;
+    one.keep_alive = Duration::ZERO;
+    assert_eq!(dispatch::run(&one).await.unwrap().count("SUCCEEDED"), 5);
+    // A write and its protocol's polls each on a connection of its own.
+    assert!(s.erp("connections") >= 3 + 5, "{}", s.erp.effects());
+    assert_eq!(s.erp("writes_received"), 15);
+}
+
 /// `setup`, with `erp_order` redefined with a finish function: once the ERP has done its part it
 /// marks the order `purchased` in this database, under row-level security on
 /// `toolgate.current_tenant()` (so it finds the order only in the context of the call that made
@@ -514,7 +554,8 @@ async fn an_https_endpoint_is_reached_over_tls_only_with_a_trusted_certificate()
     let report = dispatch::run(&trusted).await.unwrap();
     assert_eq!(report.count("SUCCEEDED"), 1, "{report:?}");
     assert_eq!(s.erp_key("tls-key-1"), ("DONE".to_string(), 1));
-    assert!(handshakes.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the token and the write, over TLS");
+    // The refresh, the write and its protocol's polls over one TLS connection (keep-alive).
+    assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 1, "{}", s.erp.effects());
     let status = s.call("o1", "tls-key-1").await;
     assert_eq!((outcome(&status), status["replayed"].as_bool()), (("SUCCEEDED", "-"), Some(true)), "{status}");
 }

@@ -78,12 +78,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Semaphore};
 use tokio_postgres::Client;
-use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
+use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
-use tokio_rustls::TlsConnector;
-use toolgate_fake_erp::client::{self, CallError, Reply};
+use toolgate_fake_erp::client::{CallError, Reply};
 
 use crate::{db, Result};
+
+mod connections;
 
 /// How a dispatcher runs.
 #[derive(Clone, Debug)]
@@ -110,6 +111,9 @@ pub struct Options {
     pub ca_file: Option<PathBuf>,
     /// One HTTP exchange's timeout.
     pub timeout: Duration,
+    /// How long a connection to an ERP stays open for the next exchange (HTTP keep-alive); zero:
+    /// a connection per exchange.
+    pub keep_alive: Duration,
     /// How long the async protocol is polled before the intent is left UNCERTAIN.
     pub settle_within: Duration,
     /// Attempts before an intent is dead-lettered.
@@ -219,6 +223,7 @@ impl Default for Options {
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             ca_file: None,
             timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(4),
             settle_within: Duration::from_secs(10),
             max_attempts: 8,
             retry_delay: Duration::from_secs(30),
@@ -397,8 +402,8 @@ struct Dispatcher {
     settling: deadpool_postgres::Pool,
     /// `--concurrency`: the deliveries in flight at once (the intents held beyond wait here).
     slots: Semaphore,
-    /// For `https` endpoints.
-    tls: Arc<ClientConfig>,
+    /// The connections to the ERPs, kept open between exchanges.
+    connections: connections::Connections,
     /// A connection of its own for the credentials: a refresh holds their row's lock in a
     /// transaction while it trades the refresh token at the ERP.
     credentials: Mutex<Client>,
@@ -579,7 +584,11 @@ async fn drain(opts: &Options, report: &mut Report) -> Result<()> {
         db,
         settling,
         slots: Semaphore::new(opts.concurrency.max(1)),
-        tls: tls_config(opts.ca_file.as_deref())?,
+        connections: connections::Connections::new(
+            opts.keep_alive,
+            opts.concurrency,
+            tls_config(opts.ca_file.as_deref())?,
+        ),
         credentials,
         opts: opts.clone(),
         tokens: Mutex::new(HashMap::new()),
@@ -1086,7 +1095,9 @@ impl Dispatcher {
     }
 
     /// One HTTP exchange with an endpoint, `path` under its prefix, TLS if it is `https`, within
-    /// the timeout. A TLS handshake that fails is `Connect`: nothing of the request was sent.
+    /// the timeout, over a connection kept from an earlier exchange if there is one
+    /// (`connections`). A connection or a TLS handshake that fails is `Connect`: nothing of the
+    /// request was sent.
     async fn http(
         &self,
         link: &Link,
@@ -1095,17 +1106,7 @@ impl Dispatcher {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> std::result::Result<Reply, CallError> {
-        let head = client::head(method, &format!("{}{path}", link.prefix), &link.authority, headers, body);
-        let exchange = async {
-            let tcp = tokio::net::TcpStream::connect(link.addr).await.map_err(CallError::Connect)?;
-            if !link.tls {
-                return client::over_capped(tcp, &head, body, self.opts.max_answer_bytes).await;
-            }
-            let name = ServerName::try_from(link.host.clone())
-                .map_err(|e| CallError::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-            let tls = TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(CallError::Connect)?;
-            client::over_capped(tls, &head, body, self.opts.max_answer_bytes).await
-        };
+        let exchange = self.connections.exchange(link, method, path, headers, body, self.opts.max_answer_bytes);
         tokio::time::timeout(self.opts.timeout, exchange).await.unwrap_or(Err(CallError::Timeout))
     }
 
@@ -1293,6 +1294,10 @@ impl Erp<'_> {
                 if (400..500).contains(&status) && !matches!(status, 401 | 408 | 409 | 425 | 429) =>
             {
                 settled("REJECTED", json!({"error": "answer_too_large", "status": status}))
+            }
+            // Not sent: it cannot be written as HTTP, now or later.
+            Err(CallError::Broken(e)) if e.starts_with(connections::UNSENDABLE) => {
+                settled("REJECTED", json!({"error": "unsendable_request", "detail": e}))
             }
             Err(CallError::Broken(e)) if e.starts_with("no access token") => {
                 settled("PENDING", json!({"error": "unauthorized", "detail": e}))

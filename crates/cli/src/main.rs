@@ -182,6 +182,10 @@ enum Command {
         /// Seconds one HTTP exchange may take.
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
+        /// Seconds a connection to an ERP is kept open for the next exchange (HTTP keep-alive);
+        /// under the ERP's own idle timeout. 0: a new connection for every exchange.
+        #[arg(long, default_value_t = 4.0)]
+        keep_alive: f64,
         /// Seconds the ERP's async protocol is polled before the intent is left UNCERTAIN.
         #[arg(long, default_value_t = 10.0)]
         settle_within: f64,
@@ -438,6 +442,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             max_answer_bytes,
             ca_file,
             timeout,
+            keep_alive,
             settle_within,
             max_attempts,
             retry_delay,
@@ -476,6 +481,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 max_answer_bytes,
                 ca_file,
                 timeout: secs(timeout)?,
+                keep_alive: secs(keep_alive)?,
                 settle_within: secs(settle_within)?,
                 max_attempts,
                 retry_delay: secs(retry_delay)?,

@@ -310,7 +310,7 @@ async fn protocol(State(erp): Erp, Path(protocol): Path<String>) -> Response {
 }
 
 async fn effects(State(erp): Erp) -> Response {
-    answer(200, erp.lock().effects(Instant::now()))
+    answer(200, erp.effects())
 }
 
 async fn reset(State(erp): Erp) -> Response {

@@ -47,9 +47,18 @@ pub(crate) struct Shared {
     initial_refresh_token: Option<String>,
     /// Numbers protocols and purchases; not reset, so a protocol name is never reused.
     serial: AtomicU64,
+    /// The connections accepted since it started (not reset): how a client's keep-alive shows.
+    connections: Arc<AtomicU64>,
 }
 
 impl Shared {
+    /// What the ERP did, and the connections it accepted (`connections`).
+    pub(crate) fn effects(&self) -> serde_json::Value {
+        let mut effects = self.lock().effects(Instant::now());
+        effects["connections"] = self.connections.load(Ordering::Relaxed).into();
+        effects
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, state::State> {
         // A panic while the lock was held leaves the state as it was at that point; keep serving.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -103,7 +112,7 @@ impl FakeErp {
 
     /// What `GET /_fake/effects` answers.
     pub fn effects(&self) -> serde_json::Value {
-        self.shared.lock().effects(Instant::now())
+        self.shared.effects()
     }
 
     /// What `POST /_fake/faults` does: `fault` for the next `times` requests `on` matches.
@@ -146,17 +155,19 @@ pub async fn start(addr: SocketAddr, config: Config) -> io::Result<FakeErp> {
         state: Mutex::new(state::State::new(config.settings, first)),
         initial_refresh_token: config.refresh_token,
         serial: AtomicU64::new(0),
+        connections: Arc::new(AtomicU64::new(0)),
     });
     let app = http::router(shared.clone()).into_make_service_with_connect_info::<Connection>();
+    let counted = shared.connections.clone();
     let task = tokio::spawn(async move {
         // serve only returns on an I/O error of the listener, which it already retries.
-        let _ = axum::serve(DroppingListener(listener), app).await;
+        let _ = axum::serve(DroppingListener(listener, counted), app).await;
     });
     Ok(FakeErp { addr, shared, task })
 }
 
 /// A TCP listener whose connections a handler can drop: see [`Connection::drop_without_answer`].
-struct DroppingListener(TcpListener);
+struct DroppingListener(TcpListener, Arc<AtomicU64>);
 
 impl Listener for DroppingListener {
     type Io = DroppableStream;
@@ -167,6 +178,7 @@ impl Listener for DroppingListener {
             match self.0.accept().await {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
+                    self.1.fetch_add(1, Ordering::Relaxed);
                     return (DroppableStream { stream, dropped: Arc::new(AtomicBool::new(false)) }, addr);
                 }
                 // Out of file descriptors and the like: wait a little, as axum's own listener does.
