@@ -6,7 +6,8 @@
 # failed is recorded. A mutant no test catches is a finding.
 #
 #   scripts/mutants.sh --ci              seed 000's five named mutants (mutants/named/*.toml, seed = true)
-#   scripts/mutants.sh [--all]           every named mutant in mutants/named/
+#   scripts/mutants.sh [--all]           every named mutant in mutants/named/ (those marked citus = true
+#                                        only a cluster shows: scripts/citus.sh judges them, by hand)
 #   scripts/mutants.sh NAME...           these named mutants
 #   scripts/mutants.sh --gate [FROM [TO]]
 #                                        cargo-mutants' mutants of the extension's gate code (src/gate/,
@@ -42,7 +43,13 @@ names=()
 case "${1:-}" in
 --ci) mode=named; for f in mutants/named/*.toml; do
         [ "$(python3 mutants/apply.py field "$f" seed)" = true ] && names+=("$(basename "$f" .toml)"); done ;;
---all | "") mode=named; for f in mutants/named/*.toml; do names+=("$(basename "$f" .toml)"); done ;;
+--all | "") mode=named; for f in mutants/named/*.toml; do
+        # A mutant only a cluster shows (citus = true) is judged by scripts/citus.sh, by hand.
+        if [ "$(python3 mutants/apply.py field "$f" citus)" = true ]; then
+            echo "mutants: $(basename "$f" .toml) is judged on a Citus cluster (scripts/citus.sh), not here" >&2
+            continue
+        fi
+        names+=("$(basename "$f" .toml)"); done ;;
 --gate) mode=gate; gate_from=${2:-0}; gate_to=${3:-} ;;
 -h | --help) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 0 ;;
 *) names=("$@") ;;

@@ -141,3 +141,27 @@ COMMENT ON FUNCTION toolgate.distribute(regclass[]) IS
     'On a Citus coordinator: the extension''s tables (and the ERP tables given) distributed by tenant, configuration as reference tables, the tenant_* entry points delegated to the tenant''s node.';
 REVOKE ALL ON FUNCTION toolgate.distribute(regclass[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.distribute(regclass[]) TO toolgate_admin;
+
+-- Whether a call for `tenant` runs where the tenant's rows are: always on one node; on a Citus
+-- cluster (toolgate.distribute() ran), only on the node that holds the tenant's shard, where Citus
+-- delegated a tenant_* call. The gate refuses a call anywhere else (routing_required): its rows,
+-- and the row-level security of the ERP's, are on another node. Read under the placements of
+-- now, so a shard moved away is seen at once.
+CREATE FUNCTION toolgate.tenant_is_here(tenant text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    here boolean := true;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.ledger''::regclass)
+                     OR EXISTS (SELECT FROM pg_catalog.pg_dist_placement p JOIN pg_catalog.pg_dist_local_group l USING (groupid)
+                                 WHERE p.shardid = pg_catalog.get_shard_id_for_distribution_column(''toolgate.ledger'', $1))'
+           INTO here USING tenant;
+    END IF;
+    RETURN here;
+END
+$$;
+COMMENT ON FUNCTION toolgate.tenant_is_here(text) IS
+    'The gate''s: true unless the ledger is distributed (Citus) and the tenant''s shard is on another node.';
+REVOKE ALL ON FUNCTION toolgate.tenant_is_here(text) FROM PUBLIC;

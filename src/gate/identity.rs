@@ -121,6 +121,35 @@ pub fn routed(who: Identity, routed: Option<&str>) -> Step<Identity> {
     }
 }
 
+/// On a Citus cluster a call runs only on the node that holds its tenant's rows: one that runs
+/// anywhere else (a tenant-less entry point on the coordinator, a routed one Citus did not
+/// delegate) is `BLOCKED routing_required`, audited under its verified tenant, before it reads or
+/// writes anything of the tenant's.
+pub fn placed(who: &Identity, routed: bool) -> Step<()> {
+    if tenant_is_here(&who.tenant) {
+        return Ok(());
+    }
+    Err(Deny::because(Rule::RoutingRequired, json!({"reason": "tenant_elsewhere", "routed": routed})))
+}
+
+thread_local! {
+    /// Whether the server preloads Citus (`shared_preload_libraries`, fixed until a restart).
+    static CITUS: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
+}
+
+/// Whether a call for `tenant` runs where its rows are (`toolgate.tenant_is_here`): always
+/// without Citus, which costs no statement.
+fn tenant_is_here(tenant: &str) -> bool {
+    let citus = CITUS.with(|c| {
+        *c.get_or_init(|| {
+            spi::one("SELECT pg_catalog.current_setting('shared_preload_libraries')", &[], |r| spi::col::<String>(r, 1))
+                .is_some_and(|libraries| libraries.split(',').any(|l| l.trim().trim_matches('"') == "citus"))
+        })
+    });
+    !citus
+        || spi::one("SELECT toolgate.tenant_is_here($1)", &[tenant.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
+}
+
 /// Why a token failed, as the audit may keep it.
 pub fn refused(rule: Rule, e: TokenError) -> Deny {
     Deny::because(rule, json!({"reason": e.code()}))

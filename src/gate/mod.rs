@@ -128,12 +128,14 @@ pub struct Call<'a> {
 /// Step 1 of every entry point: the identity from a verified token, never from the arguments;
 /// recorded in the audit and held as the call's context (`toolgate.current_tenant()`). A call
 /// routed by a tenant (the `tenant_*` entry points, which a Citus cluster runs on the node that
-/// holds the tenant's rows) goes no further unless its token names that tenant.
+/// holds the tenant's rows) goes no further unless its token names that tenant; on such a cluster
+/// no call goes further on a node that does not hold its tenant's rows.
 #[cfg_attr(feature = "steps", inline(never))]
 fn identify(audit: &mut Audit, token: Option<&str>, routed: Option<&str>) -> Step<Identity> {
     let verified = identity::verify(token).and_then(|who| identity::routed(who, routed));
     let who = audit.step(StepName::Identity, verified)?;
     audit.identity(&who);
+    audit.step(StepName::Identity, identity::placed(&who, routed.is_some()))?;
     context::identify(&who);
     Ok(who)
 }

@@ -68,6 +68,10 @@ pub enum Rule {
     EffectFailed,
     /// An outbox tool's ERP refused the request (a business 4xx): final, never retried.
     ErpRejected,
+    /// On a Citus cluster, a call that runs on a node that does not hold its tenant's rows (a
+    /// tenant-less entry point, or a routed one Citus did not delegate): the caller must use the
+    /// tenant-routed entry points, each as the statement's only call outside a transaction block.
+    RoutingRequired,
 }
 
 impl Rule {
@@ -83,7 +87,7 @@ impl Rule {
         Rule::NAMEABLE.into_iter().find(|r| r.as_str() == word)
     }
 
-    pub const ALL: [Rule; 18] = [
+    pub const ALL: [Rule; 19] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
         Rule::WriteDisabled,
@@ -102,6 +106,7 @@ impl Rule {
         Rule::ToolMisconfigured,
         Rule::EffectFailed,
         Rule::ErpRejected,
+        Rule::RoutingRequired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -124,6 +129,7 @@ impl Rule {
             Rule::ToolMisconfigured => "tool_misconfigured",
             Rule::EffectFailed => "effect_failed",
             Rule::ErpRejected => "erp_rejected",
+            Rule::RoutingRequired => "routing_required",
         }
     }
 

@@ -17,7 +17,7 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule
        '{"order_id": "742", "idempotency_key": "lab-invalid-742"}') r;
 -- 2. Another tenant's order: exactly what an order that does not exist gets, for writes and reads.
 -- (Each call is a statement of its own: a statement calling two is not delegated, and runs on the
--- coordinator, where the gate fails closed: docs/scale-out.md.)
+-- coordinator, where the gate refuses it: routing_required, citus_routing.)
 SELECT toolgate.tenant_call('shopping-a', :'supa', 'lab-2', 'request_close',
        '{"order_id": "743", "reason": "Inspeção validada", "idempotency_key": "lab-cross-743"}') AS a \gset
 SELECT toolgate.tenant_call('shopping-a', :'supa', 'lab-2', 'request_close',
