@@ -25,7 +25,9 @@
 # Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
 # it short (2 s at 1 and 4 clients), --bench runs it for SECONDS at 1, 4 and 16 clients and prints
-# the table docs/scale-out.md holds.
+# the table docs/scale-out.md holds. Then day two (the suite only): a third worker added while the
+# load's 16 clients call, the shards rebalanced onto it and one tenant's moved back, judged as the
+# load is, each tenant's calls against its audit rows.
 #
 #   scripts/citus.sh                  the suite (the extension must be installed: scripts/install-extension.sh)
 #   scripts/citus.sh --bench [SECS]   the set-up scenarios, then the benchmark (default 20 s a run)
@@ -86,9 +88,12 @@ make_work
 toolgate_cli
 # Two-phase commits are kept in pg_dist_transaction until recovery: off here, so that
 # citus_lab can count them.
+# wal_level = logical: what Citus's default shard transfer, logical replication, needs
+# (TOOLGATE_CITUS_TRANSFER=auto, day two).
 export CLUSTER_CONF="shared_preload_libraries = 'citus'
 max_prepared_transactions = 100
-citus.recover_2pc_interval = -1"
+citus.recover_2pc_interval = -1
+wal_level = logical"
 db=toolgate_citus
 nodes=(coordinator worker1 worker2)
 declare -A node_port
@@ -106,6 +111,13 @@ sql "$coordinator" "$cport" "$db" \
     -c "SELECT citus_add_node('127.0.0.1', ${node_port[worker1]})" \
     -c "SELECT citus_add_node('127.0.0.1', ${node_port[worker2]})" >/dev/null
 log "coordinator on 127.0.0.1:$cport, workers on ${node_port[worker1]} and ${node_port[worker2]}"
+# A third node for day two (the suite only): Citus created in the database, not yet a worker.
+if [ "$mode" = suite ]; then
+    throwaway_cluster worker3 "$p"
+    node_port[worker3]=$port
+    sql "$work/worker3/socket" "$port" postgres -c "CREATE DATABASE $db"
+    sql "$work/worker3/socket" "$port" "$db" -c "CREATE EXTENSION citus"
+fi
 
 step "Citus scenarios (pg_test/citus/)"
 export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys" TOOLGATE_MINT="$root/pg_test/mint"
@@ -215,10 +227,19 @@ log "first pass: $first calls in 20 s, the second worker stopped for 6 s; $abort
 second=$(pgbench_run 10 "$work/load-2.log")
 log "second pass: $second calls in 10 s, every client"
 
-# Every invariant, from the tables.
+judge_load "$stop_at" "$start_at" "$on_stopped" "$((first + second))" "$aborted" \
+    "(calls made: $((first + second)); in $((SECONDS - started_load)) s)"
+}
+
+# judge_load FROM TO STOPPED CALLS ABORTED NOTE: every invariant of the load so far, from the tables
+# (the tenants' calls from FROM to TO, while the worker of the tenants STOPPED was down: none of
+# theirs, some of the others'; FROM = TO: no outage); CALLS calls made in all, ABORTED of them cut
+# off by an outage (each may have committed). Says the verdict with NOTE; exits 1 if one broke.
+judge_load() {
+local verdict
 verdict=$(sql "$coordinator" "$cport" "$db" <<SQL
 WITH t AS (SELECT unnest(ARRAY[$tenant_list]) AS tenant),
-     stopped AS (SELECT unnest(string_to_array('$on_stopped', ' ')) AS tenant),
+     stopped AS (SELECT unnest(string_to_array('$3', ' ')) AS tenant),
      settled AS MATERIALIZED (SELECT l.tenant_id, l.tool, l.idempotency_key, l.reply->>'outcome' AS outcome, l.state
                                 FROM toolgate.ledger l WHERE l.tenant_id IN (SELECT tenant FROM t)),
      effects AS MATERIALIZED (
@@ -256,13 +277,14 @@ SELECT concat_ws(' ',
     'quota_not_calls=' || (SELECT count(*) FROM used u FULL JOIN bought_calls b USING (tenant_id, actor, conversation_id)
                             WHERE coalesce(u.used, 0) <> coalesce(b.n, 0)),
     'audit_rows=' || (SELECT count(*) FROM audited),
-    'during_stop_running=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
+    'audit_ids_twice=' || (SELECT count(*) FROM (SELECT 1 FROM toolgate.audit GROUP BY audit_id HAVING count(*) > 1) d),
+    'during_stop_running=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$1' AND '$2'
                                   AND tenant_id NOT IN (SELECT tenant FROM stopped)),
-    'during_stop_stopped=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$stop_at' AND '$start_at'
+    'during_stop_stopped=' || (SELECT count(*) FROM audited WHERE at BETWEEN '$1' AND '$2'
                                   AND tenant_id IN (SELECT tenant FROM stopped)))
 SQL
 )
-log "invariants: $verdict (calls made: $((first + second)); in $((SECONDS - started_load)) s)"
+log "invariants: $verdict $6"
 declare -A v
 for kv in $verdict; do v[${kv%%=*}]=${kv#*=}; done
 bad=()
@@ -278,10 +300,13 @@ bad=()
 [ "${v[quota_not_calls]}" = 0 ] || bad+=("a conversation's quota differs from its purchases that succeeded")
 # One audit row a call: a call whose reply the stop cut off may have committed (at most one for each
 # client it aborted), so between the calls pgbench counted and that many more.
-[ "${v[audit_rows]}" -ge $((first + second)) ] && [ "${v[audit_rows]}" -le $((first + second + aborted)) ] ||
+[ "${v[audit_rows]}" -ge "$4" ] && [ "${v[audit_rows]}" -le $(($4 + $5)) ] ||
     bad+=("audit rows are not one a call")
-[ "${v[during_stop_running]}" -gt 0 ] || bad+=("no call of the running worker's tenants while the other was stopped")
-[ "${v[during_stop_stopped]}" = 0 ] || bad+=("a call of the stopped worker's tenants while it was stopped")
+[ "${v[audit_ids_twice]}" = 0 ] || bad+=("an audit id was drawn twice")
+if [ "$1" != "$2" ]; then
+    [ "${v[during_stop_running]}" -gt 0 ] || bad+=("no call of the running worker's tenants while the other was stopped")
+    [ "${v[during_stop_stopped]}" = 0 ] || bad+=("a call of the stopped worker's tenants while it was stopped")
+fi
 if [ ${#bad[@]} -gt 0 ]; then
     for b in "${bad[@]}"; do log "BROKEN: $b"; done
     exit 1
@@ -289,6 +314,63 @@ fi
 log "every invariant held"
 }
 if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
+
+# Day two (the suite only): while the same 16 clients call, a third worker is added as
+# docs/scale-out.md says (pg_test/citus/add_worker.sql), the shards rebalanced onto it and one
+# tenant's shards moved back to the first worker, both with block_writes (the transfer the docs
+# advise; TOOLGATE_CITUS_TRANSFER=auto rebalances with Citus's default, logical replication, which
+# lost audit rows of delegated calls here: docs/scale-out.md); then 6 s more. Judged as the load
+# above (the invariants of both loads together), each tenant's calls in this run equal to its
+# audit rows, and no audit id drawn twice; says the longest a call waited.
+day_two_under_load() {
+step "day two: a third worker added under load, shards rebalanced onto it, one tenant's moved back"
+local w3=${node_port[worker3]} w1=${node_port[worker1]} third fourth aborted3 onto tenant shard stall since until_
+local per_tenant audited_per_tenant transfer=${TOOLGATE_CITUS_TRANSFER:-block_writes}
+rm -f "$work"/day2.*
+since=$(sql "$coordinator" "$cport" "$db" -c "SELECT clock_timestamp()")
+"$PGBIN/pgbench" -n -h "$coordinator" -p "$cport" -U toolgate_citus_app -c 16 -j 2 -T 24 -f "$load_sql" \
+    -l --log-prefix="$work/day2" "$db" >"$work/load-3.log" 2>&1 &
+bench_pid=$!
+sleep 3
+sql "$coordinator" "$cport" "$db" -v host=127.0.0.1 -v port="$w3" -f "$root/pg_test/citus/add_worker.sql" \
+    >"$work/add-worker.out" || { log "adding the worker failed"; kill "$bench_pid"; exit 1; }
+sql "$coordinator" "$cport" "$db" -c "SELECT rebalance_table_shards(shard_transfer_mode => '$transfer')" >/dev/null ||
+    { log "the rebalance failed"; kill "$bench_pid"; exit 1; }
+onto=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT count(*) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
+     WHERE s.logicalrelid = 'toolgate.ledger'::regclass AND p.nodeport = $w3")
+read -r tenant shard < <(sql "$coordinator" "$cport" "$db" -F ' ' -c "
+    SELECT t, get_shard_id_for_distribution_column('toolgate.ledger', t) FROM unnest(ARRAY[$tenant_list]) t
+     WHERE (SELECT nodeport FROM pg_dist_shard_placement
+             WHERE shardid = get_shard_id_for_distribution_column('toolgate.ledger', t)) = $w3
+     ORDER BY t LIMIT 1")
+if [ -n "$tenant" ]; then
+    sql "$coordinator" "$cport" "$db" -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $w3, '127.0.0.1', $w1,
+        shard_transfer_mode => 'block_writes')" >/dev/null || { log "the move failed"; kill "$bench_pid"; exit 1; }
+fi
+wait "$bench_pid" || true
+until_=$(sql "$coordinator" "$cport" "$db" -c "SELECT clock_timestamp()")
+# Each call of this run audited: per tenant, the calls pgbench made (its client c calls for the
+# tenant c mod 8) and the audit rows written meanwhile.
+per_tenant=$(cat "$work"/day2.* | awk -v n=${#tenants[@]} '{ c[$1 % n]++ } END { for (i = 0; i < n; i++) printf "%d ", c[i] }')
+audited_per_tenant=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT string_agg(coalesce(n, 0)::text, ' ' ORDER BY i) FROM unnest(ARRAY[$tenant_list]) WITH ORDINALITY u(t, i)
+      LEFT JOIN (SELECT tenant_id, count(*) AS n FROM toolgate.audit
+                  WHERE kind = 'call' AND at BETWEEN '$since' AND '$until_' GROUP BY 1) a ON a.tenant_id = u.t")
+log "calls per tenant: ${per_tenant% }; audit rows per tenant: $audited_per_tenant"
+third=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/load-3.log")
+aborted3=$(grep -c 'aborted in command' "$work/load-3.log" || true)
+stall=$(cat "$work"/day2.* | awk '$3 > m { m = $3 } END { printf "%.3f", m / 1e6 }')
+log "worker on port $w3 added and $onto of the ledger's 32 shards rebalanced onto it ($transfer); ${tenant:-no tenant}'s moved back to port $w1 (block_writes)"
+log "under it: $third calls in 24 s, $aborted3 client(s) aborted; the longest call took $stall s"
+fourth=$(pgbench_run 6 "$work/load-4.log")
+if [ "$onto" -eq 0 ] || [ -z "$tenant" ]; then log "BROKEN: nothing was rebalanced onto the new worker"; exit 1; fi
+[ "${per_tenant% }" = "$audited_per_tenant" ] || { log "BROKEN: a tenant's calls and its audit rows differ"; exit 1; }
+[ "$(sql "$coordinator" "$cport" "$db" -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard")" = "$w1" ] ||
+    { log "BROKEN: $tenant's shard is not on port $w1"; exit 1; }
+judge_load "$stop_at" "$start_at" "$on_stopped" "$((first + second + third + fourth))" "$((aborted + aborted3))" \
+    "(both loads; this one: $((third + fourth)) calls)"
+}
 
 # The outbox on the cluster (the suite only): the supplier's outbox tool, intents of eight tenants
 # on both workers, two dispatchers draining them at once. Citus locks rows only within one shard,
@@ -610,3 +692,4 @@ log "tier-0 closes through tenant_call, $bench_seconds s a run (one node: Postgr
 echo "| clients | one node, calls/s | latency ms | Citus, calls/s | latency ms | Citus ÷ one node |"
 echo "|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${results[@]}"
+if [ "$mode" = suite ]; then day_two_under_load; fi
