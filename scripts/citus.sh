@@ -106,8 +106,8 @@ for n in "${nodes[@]}"; do
     sql "$work/$n/socket" "$port" "$db" -c "CREATE EXTENSION citus"
 done
 coordinator=$work/coordinator/socket cport=${node_port[coordinator]}
+# The coordinator is registered by citus_begin, after distribute() is refused without it.
 sql "$coordinator" "$cport" "$db" \
-    -c "SELECT citus_set_coordinator_host('127.0.0.1', $cport)" \
     -c "SELECT citus_add_node('127.0.0.1', ${node_port[worker1]})" \
     -c "SELECT citus_add_node('127.0.0.1', ${node_port[worker2]})" >/dev/null
 log "coordinator on 127.0.0.1:$cport, workers on ${node_port[worker1]} and ${node_port[worker2]}"

@@ -52,6 +52,13 @@ BEGIN
         RAISE EXCEPTION 'toolgate.distribute runs on the Citus coordinator'
             USING ERRCODE = 'feature_not_supported';
     END IF;
+    -- The reference tables keep a copy on the coordinator, which running this again, and a call
+    -- refused there (routing_required, audited), need: it must be in Citus's metadata.
+    IF NOT EXISTS (SELECT FROM pg_dist_node WHERE groupid = 0) THEN
+        RAISE EXCEPTION 'toolgate.distribute needs the coordinator registered in Citus''s metadata'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'SELECT citus_set_coordinator_host(''<its host name>'', <its port>) first, then run it again.';
+    END IF;
     IF NOT toolgate.administers(session_user) THEN
         RAISE EXCEPTION 'only an administrator of this database may distribute pg_toolgate'
             USING ERRCODE = 'insufficient_privilege';

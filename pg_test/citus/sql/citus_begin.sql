@@ -3,6 +3,11 @@
 SET client_min_messages = warning;
 CREATE EXTENSION pg_toolgate;
 SELECT result AS extension_on_each_worker FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname = 'pg_toolgate'$$);
+-- The layout keeps a copy of the configuration on the coordinator: refused, and said so, until the
+-- coordinator is registered in Citus's metadata.
+SELECT * FROM toolgate.distribute();
+\getenv cport PGPORT
+SELECT citus_set_coordinator_host('127.0.0.1', :cport);
 -- The ERPs' owners and the application's login, made before the examples: Citus makes a role on
 -- every node, and a role made inside an example's transaction would not be there yet.
 CREATE ROLE maintenance_owner NOLOGIN;
