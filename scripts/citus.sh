@@ -25,7 +25,7 @@
 # Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
 # it short (2 s at 1 and 4 clients), --bench runs it for SECONDS at 1, 4 and 16 clients and prints
-# the table docs/scale-out.md holds. Then day two (the suite only): a third worker added while the
+# the tables docs/scale-out.md holds: calls a second, and each node's CPU a call. Then day two (the suite only): a third worker added while the
 # load's 16 clients call, the shards rebalanced onto it and one tenant's moved back, judged as the
 # load is, each tenant's calls against its audit rows.
 #
@@ -319,9 +319,10 @@ if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
 # docs/scale-out.md says (pg_test/citus/add_worker.sql), the shards rebalanced onto it and one
 # tenant's shards moved back to the first worker, both with block_writes (the transfer the docs
 # advise; TOOLGATE_CITUS_TRANSFER=auto rebalances with Citus's default, logical replication, which
-# lost audit rows of delegated calls here: docs/scale-out.md); then 6 s more. Judged as the load
-# above (the invariants of both loads together), each tenant's calls in this run equal to its
-# audit rows, and no audit id drawn twice; says the longest a call waited.
+# lost audit rows of calls made during the first move here: docs/scale-out.md); then 6 s more.
+# Judged as the load above (the invariants of both loads together), each tenant's calls in this
+# run equal to its audit rows, the new worker's ids in its own range, and no audit id drawn
+# twice; says the longest a call waited.
 day_two_under_load() {
 step "day two: a third worker added under load, shards rebalanced onto it, one tenant's moved back"
 local w3=${node_port[worker3]} w1=${node_port[worker1]} third fourth aborted3 onto tenant shard stall since until_
@@ -364,6 +365,21 @@ stall=$(cat "$work"/day2.* | awk '$3 > m { m = $3 } END { printf "%.3f", m / 1e6
 log "worker on port $w3 added and $onto of the ledger's 32 shards rebalanced onto it ($transfer); ${tenant:-no tenant}'s moved back to port $w1 (block_writes)"
 log "under it: $third calls in 24 s, $aborted3 client(s) aborted; the longest call took $stall s"
 fourth=$(pgbench_run 6 "$work/load-4.log")
+# Audit ids: every node, the new one included, draws from its own range (its group × 2^48) with
+# nothing set for it; every id so far is in the range of a node there is; how many the new
+# worker drew (its tenants' calls until the rebalance's end and the move back: none when those
+# came late).
+local group3 groups drawn3 strays ranged
+group3=$(sql "$coordinator" "$cport" "$db" -c "SELECT groupid FROM pg_dist_node WHERE nodeport = $w3")
+groups=$(sql "$coordinator" "$cport" "$db" -c "SELECT string_agg(groupid::text, ',') FROM pg_dist_node")
+ranged=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT count(*) FILTER (WHERE result = 't') || '/' || count(*) FROM run_command_on_all_nodes(
+        'SELECT toolgate.node_audit_id(1) = (groupid::bigint << 48) + 1 FROM pg_dist_local_group')")
+read -r drawn3 strays < <(sql "$coordinator" "$cport" "$db" -F ' ' -c "
+    SELECT count(*) FILTER (WHERE audit_id >> 48 = $group3), count(*) FILTER (WHERE audit_id >> 48 NOT IN ($groups))
+      FROM toolgate.audit")
+log "audit ids: nodes drawing from their own range $ranged; drawn on the new worker (group $group3): $drawn3; outside every node's range: $strays"
+if [ "$ranged" != 4/4 ] || [ "$strays" != 0 ]; then log "BROKEN: an audit id outside its node's range"; exit 1; fi
 if [ "$onto" -eq 0 ] || [ -z "$tenant" ]; then log "BROKEN: nothing was rebalanced onto the new worker"; exit 1; fi
 [ "${per_tenant% }" = "$audited_per_tenant" ] || { log "BROKEN: a tenant's calls and its audit rows differ"; exit 1; }
 [ "$(sql "$coordinator" "$cport" "$db" -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard")" = "$w1" ] ||
@@ -657,10 +673,30 @@ bench_sql=$work/bench.sql
     printf '%s\n' '\endif'
 } >"$bench_sql"
 
-# bench_run HOST PORT CLIENTS: one pgbench run; sets run_tps and run_lat, after checking that every
-# call of the run was a close that succeeded, one audit row each (what it found, if not).
+# node_cpu NODE: the CPU time, in clock ticks, NODE's processes have used so far: its postmaster's
+# own and its children's that have ended, and each running child's (the backends, Citus's
+# connections between nodes among them). pgbench's own is not counted.
+node_cpu() {
+    local pm pid ticks=0 f
+    pm=$(head -1 "$work/$1/data/postmaster.pid")
+    for pid in "$pm" $(pgrep -P "$pm"); do
+        f=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
+        # After the name: state, ppid, ..., utime (12th), stime, cutime, cstime (15th).
+        ticks=$((ticks + $(awk '{ print $12 + $13 + $14 + $15 }' <<<"$f")))
+    done
+    echo "$ticks"
+}
+# cpu_per_call TICKS CALLS: microseconds of CPU a call.
+cpu_per_call() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", t * 1e6 / hz / n }'; }
+
+# bench_run HOST PORT CLIENTS NODE...: one pgbench run; sets run_tps and run_lat, and run_cpu to
+# each NODE's CPU a call (µs, space-separated), after checking that every call of the run was a
+# close that succeeded, one audit row each (what it found, if not).
 bench_run() {
-    local h=$1 p=$2 c=$3 out=$work/bench-$2-$3.log since got txns
+    local h=$1 p=$2 c=$3 out=$work/bench-$2-$3.log since got txns n
+    shift 3
+    local -A before
+    for n in "$@"; do before[$n]=$(node_cpu "$n"); done
     since=$(sql "$h" "$p" "$db" -c "SELECT clock_timestamp()")
     "$PGBIN/pgbench" -n -h "$h" -p "$p" -U toolgate_citus_app -c "$c" -j $((c < 2 ? c : 2)) -T "$bench_seconds" \
         -f "$bench_sql" "$db" >"$out" 2>&1 || { log "pgbench failed on port $p, $c client(s):"; tail -20 "$out"; exit 1; }
@@ -671,6 +707,8 @@ bench_run() {
                                  WHERE tenant_id IN ($btenant_list) AND at > '$since')
         SELECT count(*) FILTER (WHERE outcome = 'SUCCEEDED') || ' ' || count(*) FROM a")
     txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+    run_cpu=
+    for n in "$@"; do run_cpu+="$(cpu_per_call $(($(node_cpu "$n") - before[$n])) "$txns") "; done
     if [ "$got" != "$txns $txns" ]; then
         log "a benchmark run (port $p, $c client(s)) did not do what it measures: [$got] (succeeded, audited) for $txns calls; its audit rows:"
         sql "$h" "$p" "$db" -c "
@@ -680,16 +718,22 @@ bench_run() {
         exit 1
     fi
 }
-results=()
+results=() costs=()
 for c in "${bench_clients[@]}"; do
-    bench_run "$single" "$sport" "$c"
-    one_tps=$run_tps one_lat=$run_lat
-    bench_run "$coordinator" "$cport" "$c"
+    bench_run "$single" "$sport" "$c" single
+    one_tps=$run_tps one_lat=$run_lat one_cpu=$run_cpu
+    bench_run "$coordinator" "$cport" "$c" coordinator worker1 worker2
     cl_tps=$run_tps cl_lat=$run_lat
+    read -r co w1 w2 <<<"$run_cpu"
     results+=("| $c | $(printf '%.0f' "$one_tps") | $one_lat | $(printf '%.0f' "$cl_tps") | $cl_lat | $(awk -v a="$cl_tps" -v b="$one_tps" 'BEGIN { printf "%.2f", a / b }') |")
+    costs+=("| $c | ${one_cpu% } | $co | $((w1 + w2)) | $((co + w1 + w2)) |")
 done
 log "tier-0 closes through tenant_call, $bench_seconds s a run (one node: PostgreSQL 15; the cluster: a coordinator and two workers, on the same cores):"
 echo "| clients | one node, calls/s | latency ms | Citus, calls/s | latency ms | Citus ÷ one node |"
 echo "|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${results[@]}"
+log "CPU a call, µs, of each node's PostgreSQL processes (the workers' together: a call runs on one):"
+echo "| clients | one node | coordinator (routing) | worker (the call) | cluster, all nodes |"
+echo "|---:|---:|---:|---:|---:|"
+printf '%s\n' "${costs[@]}"
 if [ "$mode" = suite ]; then day_two_under_load; fi

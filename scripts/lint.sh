@@ -95,7 +95,8 @@ INTERNAL = {
     "hardening_setting_ms", "iso_utc", "large_object_functions", "outbox_finish", "outbox_for_a_person", "outbox_person_checks",
     "outbox_claim", "outbox_settle", "parse_public_key",
     "record_tool", "require_administrator", "search_path_names", "signal_config_change",
-    "check_endpoint_url", "endpoint_at", "endpoint_origin", "mark_untrusted", "tenant_is_here",
+    "check_endpoint_url", "endpoint_at", "endpoint_origin", "mark_untrusted", "node_audit_id", "node_group",
+    "tenant_is_here",
 }
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
 bad = []

@@ -300,7 +300,9 @@ CREATE TABLE toolgate.quota_usage (
 ------------------------------------------------------------------------------------------------
 
 CREATE TABLE toolgate.audit (
-    audit_id        bigint GENERATED ALWAYS AS IDENTITY,
+    -- toolgate.node_audit_id() of the sequence below (the default, sql/citus.sql): unique on every
+    -- node of a Citus cluster.
+    audit_id        bigint NOT NULL,
     at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     kind            toolgate.audit_kind NOT NULL,
     -- '(unverified)' for a call whose identity was not verified: never a tenant id.
@@ -324,6 +326,7 @@ CREATE TABLE toolgate.audit (
     PRIMARY KEY (tenant_id, audit_id)
 );
 CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
+CREATE SEQUENCE toolgate.audit_audit_id_seq AS bigint OWNED BY toolgate.audit.audit_id;
 
 CREATE FUNCTION toolgate.audit_is_append_only() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

@@ -17,8 +17,31 @@
 --     'toolgate.ledger') by hand, before);
 --   * every bound function of every tool present on every node (after the ERP's tables: a
 --     function may name a table's row type);
---   * the audit's ids unique across nodes: each node draws from a range of its own.
--- Running it again does what is left to do.
+-- Running it again does what is left to do. The audit's ids need nothing of it: each node draws
+-- its own (toolgate.node_audit_id, below).
+
+-- The node's Citus group (0 on one server, and on a coordinator): what sets an audit id's range.
+CREATE FUNCTION toolgate.node_group() RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    node integer;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NOT NULL THEN
+        EXECUTE 'SELECT groupid FROM pg_catalog.pg_dist_local_group' INTO node;
+    END IF;
+    RETURN coalesce(node, 0);
+END
+$$;
+COMMENT ON FUNCTION toolgate.node_group() IS
+    'The gate''s: this node''s Citus group id, 0 without Citus (the high bits of the audit ids drawn here).';
+REVOKE ALL ON FUNCTION toolgate.node_group() FROM PUBLIC;
+
+-- The audit's ids: the sequence's next value under the node's group (toolgate.node_audit_id, in
+-- Rust), so an id drawn on one node never collides with another's, on a worker added at any time.
+ALTER TABLE toolgate.audit ALTER COLUMN audit_id
+    SET DEFAULT toolgate.node_audit_id(pg_catalog.nextval('toolgate.audit_audit_id_seq'));
+REVOKE ALL ON FUNCTION toolgate.node_audit_id(bigint) FROM PUBLIC;
 
 CREATE FUNCTION toolgate.distribute(erp_tables regclass[] DEFAULT '{}') RETURNS TABLE (object text, layout text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -114,13 +137,6 @@ BEGIN
         object := erp::text; layout := 'distributed by tenant_id';
         RETURN NEXT;
     END LOOP;
-
-    -- The audit's ids: each node's sequence from a range of its own (its group id × 2^48), so an
-    -- id drawn on a worker running a delegated call never collides with another node's.
-    PERFORM run_command_on_all_nodes(
-        'SELECT pg_catalog.setval(''toolgate.audit_audit_id_seq'', '
-        'greatest(pg_catalog.nextval(''toolgate.audit_audit_id_seq''), '
-        '(SELECT groupid::bigint << 48 FROM pg_catalog.pg_dist_local_group) + 1))');
 
     FOREACH fn IN ARRAY entry_points LOOP
         IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure

@@ -3125,13 +3125,6 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    -- The audit's ids: each node's sequence from a range of its own (its group id × 2^48), so an
-    -- id drawn on a worker running a delegated call never collides with another node's.
-    PERFORM run_command_on_all_nodes(
-        'SELECT pg_catalog.setval(''toolgate.audit_audit_id_seq'', '
-        'greatest(pg_catalog.nextval(''toolgate.audit_audit_id_seq''), '
-        '(SELECT groupid::bigint << 48 FROM pg_catalog.pg_dist_local_group) + 1))');
-
     FOREACH fn IN ARRAY entry_points LOOP
         IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = fn::regprocedure
                                                       AND o.distribution_argument_index IS NOT NULL) THEN
@@ -3331,3 +3324,38 @@ UPDATE toolgate.quota_usage q
 ALTER TABLE toolgate.quota_usage ALTER COLUMN actor SET NOT NULL;
 ALTER TABLE toolgate.quota_usage DROP CONSTRAINT quota_usage_pkey;
 ALTER TABLE toolgate.quota_usage ADD PRIMARY KEY (tenant_id, actor, conversation_id, tool);
+
+------------------------------------------------------------------------------------------------
+-- 8. Audit ids that cannot collide on any node of a Citus cluster (issue 45): the identity column
+--    becomes the audit's sequence under the node's group (toolgate.node_audit_id), as
+--    sql/bootstrap.sql and sql/citus.sql install it. The sequence goes on from the last id.
+------------------------------------------------------------------------------------------------
+
+-- The identity's sequence leaves the extension first, so pg_dump's list of what to dump keeps no
+-- trace of it; the new one takes its name.
+ALTER EXTENSION pg_toolgate DROP SEQUENCE toolgate.audit_audit_id_seq;
+ALTER TABLE toolgate.audit ALTER COLUMN audit_id DROP IDENTITY;
+CREATE SEQUENCE toolgate.audit_audit_id_seq AS bigint OWNED BY toolgate.audit.audit_id;
+SELECT pg_catalog.setval('toolgate.audit_audit_id_seq', max(audit_id)) FROM toolgate.audit HAVING max(audit_id) IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');
+CREATE FUNCTION toolgate.node_audit_id(n bigint) RETURNS bigint
+VOLATILE STRICT PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'node_audit_id_wrapper';
+CREATE FUNCTION toolgate.node_group() RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    node integer;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NOT NULL THEN
+        EXECUTE 'SELECT groupid FROM pg_catalog.pg_dist_local_group' INTO node;
+    END IF;
+    RETURN coalesce(node, 0);
+END
+$$;
+COMMENT ON FUNCTION toolgate.node_group() IS
+    'The gate''s: this node''s Citus group id, 0 without Citus (the high bits of the audit ids drawn here).';
+ALTER TABLE toolgate.audit ALTER COLUMN audit_id
+    SET DEFAULT toolgate.node_audit_id(pg_catalog.nextval('toolgate.audit_audit_id_seq'));
+REVOKE ALL ON FUNCTION toolgate.node_group(), toolgate.node_audit_id(bigint) FROM PUBLIC;
+REVOKE ALL ON SEQUENCE toolgate.audit_audit_id_seq FROM PUBLIC;

@@ -19,6 +19,36 @@ thread_local! {
     static DRY_RUN: Cell<bool> = const { Cell::new(false) };
 }
 
+thread_local! {
+    /// This node's Citus group once it is known not to be 0: a node keeps its group while it is
+    /// in the cluster (a coordinator's, and a lone server's, is 0).
+    static GROUP: Cell<i64> = const { Cell::new(0) };
+}
+
+/// The bits of an audit id the audit's sequence gives; the node's group is above them.
+const AUDIT_SEQUENCE_BITS: u32 = 48;
+
+/// The audit id of the sequence's next value `n` (the column's default): this node's Citus group
+/// above bit 48, `n`'s low 48 bits below. Ids drawn on two nodes never collide, whatever the
+/// order a DBA added nodes, moved shards or ran `toolgate.distribute()` in: no node's sequence
+/// needs a range of its own. On one server, and on a coordinator, the id is `n`.
+#[pg_extern(volatile, strict, parallel_unsafe)]
+fn node_audit_id(n: i64) -> i64 {
+    (node_group() << AUDIT_SEQUENCE_BITS) | (n & ((1 << AUDIT_SEQUENCE_BITS) - 1))
+}
+
+/// This node's Citus group (`toolgate.node_group()`); 0 without Citus, which costs no statement.
+/// A group of 0 is asked again next time: a server Citus makes a worker later gets another.
+fn node_group() -> i64 {
+    let known = GROUP.get();
+    if known != 0 || !crate::citus_preloaded() {
+        return known;
+    }
+    let group = spi::one("SELECT toolgate.node_group()", &[], |r| spi::col::<i32>(r, 1)).map_or(0, i64::from);
+    GROUP.set(group);
+    group
+}
+
 /// Run `f` as a dry run (its audit row is rolled back by the caller; no LOG line is written).
 /// The flag is cleared however `f` ends, an ERROR included: a backend left in dry-run mode would
 /// write no denial LOG lines from then on.

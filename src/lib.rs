@@ -51,6 +51,22 @@ pub fn trace_id() -> Option<String> {
     valid.then(|| id.to_string())
 }
 
+thread_local! {
+    /// Whether the server preloads Citus (`shared_preload_libraries`, fixed until a restart).
+    static CITUS: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
+}
+
+/// Whether the server preloads Citus: asked once a backend. Without it a call asks nothing about
+/// where it runs.
+pub fn citus_preloaded() -> bool {
+    CITUS.with(|c| {
+        *c.get_or_init(|| {
+            spi::one("SELECT pg_catalog.current_setting('shared_preload_libraries')", &[], |r| spi::col::<String>(r, 1))
+                .is_some_and(|libraries| libraries.split(',').any(|l| l.trim().trim_matches('"') == "citus"))
+        })
+    })
+}
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     pgrx::GucRegistry::define_string_guc(
@@ -142,7 +158,7 @@ extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["outbox"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/report.sql", name = "report", requires = ["hardening"]);
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report"]);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report", node_audit_id]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -15,10 +15,13 @@ use std::cell::RefCell;
 use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{c_char, CString};
 use std::ptr::null_mut;
+use std::rc::Rc;
 
 thread_local! {
     /// Plans by the address and length of their (static) text: no hashing of the text per call.
-    static PLANS: RefCell<HashMap<(usize, usize), OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+    /// Each is shared out of the map while it runs, so a statement that runs the gate's SQL again
+    /// (the audit id's default, `toolgate.node_audit_id`) finds the map free.
+    static PLANS: RefCell<HashMap<(usize, usize), Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
 }
 
 /// A row being read.
@@ -28,16 +31,16 @@ pub type Row<'a, 'conn> = &'a SpiHeapTupleData<'conn>;
 /// runs as the extension owner (the entry points are SECURITY DEFINER).
 pub fn query<T>(sql: &'static str, args: &[DatumWithOid], mut f: impl FnMut(Row) -> SpiResult<T>) -> Vec<T> {
     let result = Spi::connect_mut(|client| {
-        let table = PLANS.with_borrow_mut(|plans| -> SpiResult<_> {
-            let plan = match plans.entry((sql.as_ptr() as usize, sql.len())) {
-                Entry::Occupied(plan) => plan.into_mut(),
+        let plan = PLANS.with_borrow_mut(|plans| -> SpiResult<_> {
+            Ok(match plans.entry((sql.as_ptr() as usize, sql.len())) {
+                Entry::Occupied(plan) => Rc::clone(plan.get()),
                 Entry::Vacant(slot) => {
                     let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
-                    slot.insert(client.prepare_mut(sql, &oids)?.keep())
+                    Rc::clone(slot.insert(Rc::new(client.prepare_mut(sql, &oids)?.keep())))
                 }
-            };
-            client.update(&*plan, None, args)
+            })
         })?;
+        let table = client.update(&*plan, None, args)?;
         table.map(|row| f(&row)).collect::<SpiResult<Vec<T>>>()
     });
     result.unwrap_or_else(|e| panic!("toolgate statement failed: {e}"))

@@ -16,8 +16,8 @@ SELECT bool_and(success) AS granted FROM run_command_on_workers($$
     GRANT USAGE ON SCHEMA toolgate TO maintenance_owner, refunds_owner;
     GRANT EXECUTE ON FUNCTION toolgate.current_tenant() TO maintenance_owner, refunds_owner;
     GRANT EXECUTE ON FUNCTION toolgate.current_actor() TO refunds_owner$$);
--- The configuration copied to it, then the layout again: the audit's id range drawn for it, the
--- bound functions made there.
+-- The configuration copied to it, then the layout again: the bound functions made there. (Its
+-- audit ids need nothing: each node draws from its own range, toolgate.node_audit_id.)
 SELECT replicate_reference_tables();
 SELECT count(*) > 0 AS distributed FROM toolgate.distribute();
 -- Citus made the bound functions there with PUBLIC's default EXECUTE: revoked again, everywhere.

@@ -132,21 +132,10 @@ pub fn placed(who: &Identity, routed: bool) -> Step<()> {
     Err(Deny::because(Rule::RoutingRequired, json!({"reason": "tenant_elsewhere", "routed": routed})))
 }
 
-thread_local! {
-    /// Whether the server preloads Citus (`shared_preload_libraries`, fixed until a restart).
-    static CITUS: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
-}
-
 /// Whether a call for `tenant` runs where its rows are (`toolgate.tenant_is_here`): always
 /// without Citus, which costs no statement.
 fn tenant_is_here(tenant: &str) -> bool {
-    let citus = CITUS.with(|c| {
-        *c.get_or_init(|| {
-            spi::one("SELECT pg_catalog.current_setting('shared_preload_libraries')", &[], |r| spi::col::<String>(r, 1))
-                .is_some_and(|libraries| libraries.split(',').any(|l| l.trim().trim_matches('"') == "citus"))
-        })
-    });
-    !citus
+    !crate::citus_preloaded()
         || spi::one("SELECT toolgate.tenant_is_here($1)", &[tenant.into()], |r| spi::col::<bool>(r, 1)).unwrap_or(false)
 }
 
