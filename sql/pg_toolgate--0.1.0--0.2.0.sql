@@ -3163,11 +3163,13 @@ AS $$
 DECLARE
     here boolean := true;
 BEGIN
+    -- Static SQL, planned once a backend (a string EXECUTEd was planned at every call): PL/pgSQL
+    -- resolves Citus's names only when the branch first runs, which is never without Citus.
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.ledger''::regclass)
-                     OR EXISTS (SELECT FROM pg_catalog.pg_dist_placement p JOIN pg_catalog.pg_dist_local_group l USING (groupid)
-                                 WHERE p.shardid = pg_catalog.get_shard_id_for_distribution_column(''toolgate.ledger'', $1))'
-           INTO here USING tenant;
+        SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'toolgate.ledger'::pg_catalog.regclass)
+               OR EXISTS (SELECT FROM pg_catalog.pg_dist_placement p JOIN pg_catalog.pg_dist_local_group l USING (groupid)
+                           WHERE p.shardid = pg_catalog.get_shard_id_for_distribution_column('toolgate.ledger', tenant))
+          INTO here;
     END IF;
     RETURN here;
 END
