@@ -25,9 +25,9 @@
 # Last, the benchmark's distributed row: tier-0 closes (a fresh order and key each) through
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
 # it short (2 s at 1 and 4 clients), --bench runs it for SECONDS at 1, 4 and 16 clients and prints
-# the tables docs/scale-out.md holds: calls a second, and each node's CPU a call. Then day two (the suite only): a third worker added while the
-# load's 16 clients call, the shards rebalanced onto it and one tenant's moved back, judged as the
-# load is, each tenant's calls against its audit rows.
+# the tables docs/scale-out.md holds: calls a second, and each node's CPU a call. Then day two (the
+# suite only): a third worker added while the load's 16 clients call, the shards rebalanced onto it
+# and one tenant's moved back, judged as the load is, each tenant's calls against its audit rows.
 #
 #   scripts/citus.sh                  the suite (the extension must be installed: scripts/install-extension.sh)
 #   scripts/citus.sh --bench [SECS]   the set-up scenarios, then the benchmark (default 20 s a run)
@@ -319,9 +319,9 @@ if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
 # docs/scale-out.md says (pg_test/citus/add_worker.sql), the shards rebalanced onto it and one
 # tenant's shards moved back to the first worker, both with block_writes (the transfer the docs
 # advise; TOOLGATE_CITUS_TRANSFER=auto rebalances with Citus's default, logical replication, which
-# lost audit rows of calls made during the first move here: docs/scale-out.md); then 6 s more.
+# lost audit rows of the calls made during a move's copy here: docs/scale-out.md); then 6 s more.
 # Judged as the load above (the invariants of both loads together), each tenant's calls in this
-# run equal to its audit rows, the new worker's ids in its own range, and no audit id drawn
+# run equal to its audit rows, every node's audit ids in its own range, and no audit id drawn
 # twice; says the longest a call waited.
 day_two_under_load() {
 step "day two: a third worker added under load, shards rebalanced onto it, one tenant's moved back"
