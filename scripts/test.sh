@@ -2,7 +2,7 @@
 # Every test suite, from a fresh clone: set-up (PostgreSQL 15 and 18), then
 #   1. lint (scripts/lint.sh): cargo fmt --check, shellcheck on every script, clippy -D warnings
 #   2. unit tests of the pure crates (tokens, contract, digest, consent, policy, untrusted text; CLI;
-#      the fake ERP over HTTP on 127.0.0.1)
+#      the MCP server; libpq's settings; the fake ERP over HTTP on 127.0.0.1)
 # then on PostgreSQL 15, and again on PostgreSQL 18 (TOOLGATE_PG_VERSIONS, default "15 18"):
 #   3. #[pg_test] tests inside a pgrx-managed PostgreSQL
 #   4. pg_regress scenarios (pg_test/), run as toolgate_agent, on a throwaway cluster
@@ -33,8 +33,8 @@ make_work
 step "1/13 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-fake-erp)"
-cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-fake-erp
+step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-pgconn, toolgate-fake-erp)"
+cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-pgconn -p toolgate-fake-erp
 
 # suites MAJOR: steps 3 to 11 on PostgreSQL MAJOR, each on its own cluster (its port the first
 # free one from TOOLGATE_TEST_PORT), the build installed into that version's install.

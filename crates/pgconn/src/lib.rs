@@ -1,6 +1,8 @@
 //! How every `toolgate` process connects to PostgreSQL: a libpq conninfo
 //! (`host=db.example dbname=erp user=erp_app sslmode=verify-full`) or URL
-//! (`postgresql://erp_app@db.example/erp?sslmode=verify-full`), read by tokio-postgres, with the TLS
+//! (`postgresql://erp_app@db.example/erp?sslmode=verify-full`), resolved as libpq resolves it (its
+//! service, the `PG*` environment variables, the defaults, the password file: `libpq.rs`), carried
+//! out by tokio-postgres, with the TLS
 //! settings libpq has and tokio-postgres does not (`sslmode=verify-ca|verify-full`, `sslrootcert`,
 //! `sslcert`, `sslkey`, `sslsni`, `ssl_min_protocol_version`, `ssl_max_protocol_version`) read here
 //! as libpq reads them and carried out by rustls (no OpenSSL at run time).
@@ -30,6 +32,8 @@ use std::sync::Arc;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{Client, Config};
 pub use tokio_postgres_rustls::MakeRustlsConnect;
+
+mod libpq;
 
 /// What a connection checks of the server's certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +68,8 @@ impl std::fmt::Debug for Database {
     }
 }
 
-/// The TLS settings taken out of a conninfo or URL.
+/// The TLS settings of a resolved conninfo, each with its name for an error (`sslmode`, or
+/// `sslmode (from PGSSLMODE)`).
 #[derive(Default, Debug, PartialEq, Eq)]
 struct TlsSettings {
     sslmode: Option<String>,
@@ -74,47 +79,120 @@ struct TlsSettings {
     sslsni: Option<String>,
     min_protocol: Option<String>,
     max_protocol: Option<String>,
-    /// Settings libpq has that this does not carry out (`sslcrl`, `sslpassword`, …): refused.
-    unsupported: Vec<String>,
+    names: std::collections::BTreeMap<&'static str, String>,
 }
 
 impl TlsSettings {
-    /// Take `key=value` if it is a TLS setting; false when it is not one.
-    fn take(&mut self, key: &str, value: String) -> bool {
-        let slot = match key {
-            "sslmode" => &mut self.sslmode,
-            "sslrootcert" => &mut self.sslrootcert,
-            "sslcert" => &mut self.sslcert,
-            "sslkey" => &mut self.sslkey,
-            "sslsni" => &mut self.sslsni,
-            "ssl_min_protocol_version" => &mut self.min_protocol,
-            "ssl_max_protocol_version" => &mut self.max_protocol,
-            "sslpassword" | "sslcrl" | "sslcrldir" | "sslcompression" | "sslcertmode" | "requirepeer"
-            | "gssencmode" | "krbsrvname" | "gsslib" | "gssdelegation" => {
-                self.unsupported.push(key.to_string());
-                return true;
-            }
+    /// Take `key=value` if it is a TLS setting this carries out; false when it is not one.
+    fn take(&mut self, key: &str, value: String, name: String) -> bool {
+        let (slot, key) = match key {
+            "sslmode" => (&mut self.sslmode, "sslmode"),
+            "sslrootcert" => (&mut self.sslrootcert, "sslrootcert"),
+            "sslcert" => (&mut self.sslcert, "sslcert"),
+            "sslkey" => (&mut self.sslkey, "sslkey"),
+            "sslsni" => (&mut self.sslsni, "sslsni"),
+            "ssl_min_protocol_version" => (&mut self.min_protocol, "ssl_min_protocol_version"),
+            "ssl_max_protocol_version" => (&mut self.max_protocol, "ssl_max_protocol_version"),
             _ => return false,
         };
         *slot = Some(value);
+        self.names.insert(key, name);
         true
+    }
+
+    /// "the database setting sslmode", naming where it came from when that was not the conninfo.
+    fn setting(&self, key: &str) -> String {
+        format!("the database setting {}", self.names.get(key).map_or(key, String::as_str))
     }
 }
 
+/// Whether a setting libpq has and tokio-postgres lacks may be left aside: only when leaving it
+/// aside weakens nothing (a GSSAPI encryption merely preferred, no compression, one encoding).
+/// Every other one is refused, naming it: ignoring `sslcrl` or `require_auth` would connect where
+/// libpq refuses.
+fn set_aside(key: &str, value: &str) -> Option<bool> {
+    let fine = match key {
+        "gssencmode" => matches!(value, "disable" | "prefer"),
+        "sslcompression" => value == "0",
+        "sslcertmode" => matches!(value, "disable" | "allow"),
+        "client_encoding" => value.eq_ignore_ascii_case("utf8") || value.eq_ignore_ascii_case("utf-8"),
+        "min_protocol_version" => value == "3.0",
+        "max_protocol_version" => true,
+        "sslpassword" | "sslcrl" | "sslcrldir" | "requirepeer" | "require_auth" | "krbsrvname" | "gsslib"
+        | "gssdelegation" | "replication" | "sslkeylogfile" | "scram_client_key" | "scram_server_key" => false,
+        _ => return None,
+    };
+    Some(fine || value.is_empty())
+}
+
 impl Database {
-    /// A libpq conninfo or URL read, with the application name `application` unless it names one.
+    /// A libpq conninfo or URL resolved as libpq resolves it (its service, the `PG*` environment
+    /// variables, the password file; `libpq.rs`), with the application name `application` unless
+    /// it names one.
     pub fn parse(conninfo: &str, application: &str) -> Result<Database, String> {
-        let (rest, tls) = split(conninfo)?;
-        if let Some(key) = tls.unsupported.first() {
-            return Err(format!("the database setting {key} is not supported (see docs/deploy.md)"));
+        Database::parse_with_env(conninfo, application, &|k| std::env::var(k).ok())
+    }
+
+    /// [`Database::parse`] with the environment `env` (`HOME` too) in place of the process's.
+    pub fn parse_with_env(
+        conninfo: &str,
+        application: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Database, String> {
+        let process = libpq::Process { env, user: &libpq::os_user };
+        // A password file others may read is ignored with libpq's own warning, on standard error.
+        let settings = libpq::resolve(conninfo, &process, &mut |w| eprintln!("{w}"))?;
+        Database::from_settings(&settings, application, env("HOME").map(PathBuf::from).as_deref())
+    }
+
+    fn from_settings(settings: &libpq::Settings, application: &str, home: Option<&Path>) -> Result<Database, String> {
+        let mut tls = TlsSettings::default();
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        for (key, setting) in &settings.0 {
+            let value = setting.value.clone();
+            if tls.take(key, value.clone(), settings.name(key)) {
+                continue;
+            }
+            match key.as_str() {
+                "service" | "passfile" | "fallback_application_name" => {}
+                "keepalives_count" => pairs.push(("keepalives_retries", value)),
+                // An empty entry of a host list is the default socket directory (as libpq).
+                "host" => pairs.push((
+                    "host",
+                    value
+                        .split(',')
+                        .map(|h| if h.is_empty() { libpq::default_socket_dir() } else { h })
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )),
+                other => match set_aside(other, &value) {
+                    Some(true) => {}
+                    Some(false) => {
+                        return Err(format!(
+                            "the database setting {} is not supported (see docs/deploy.md)",
+                            settings.name(other)
+                        ))
+                    }
+                    None => pairs.push((other, value)),
+                },
+            }
         }
-        let mut config = Config::from_str(&rest)
-            .map_err(|e| format!("the database is not a libpq conninfo or URL: {}", chain(&e)))?;
+        // Each setting checked alone first, so an error names it (and where it came from).
+        for (key, value) in &pairs {
+            Config::from_str(&conninfo_pair(key, value)).map_err(|e| {
+                let key = if *key == "keepalives_retries" { "keepalives_count" } else { key };
+                format!("the database setting {} is not valid: {}", settings.name(key), chain(&e))
+            })?;
+        }
+        let text: Vec<String> = pairs.iter().map(|(k, v)| conninfo_pair(k, v)).collect();
+        let mut config = Config::from_str(&text.join(" "))
+            .map_err(|e| format!("the database settings are not valid: {}", chain(&e)))?;
         if config.get_application_name().is_none() {
-            config.application_name(application);
+            config.application_name(
+                settings.get("fallback_application_name").filter(|a| !a.is_empty()).unwrap_or(application),
+            );
         }
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let (tls_connector, verify) = connector(&tls, home.as_deref())?;
+        let (tls_connector, verify) = connector(&tls, home)?;
         let unix_only = !config.get_hosts().is_empty() && config.get_hosts().iter().all(|h| !matches!(h, Host::Tcp(_)));
         config.ssl_mode(match verify {
             _ if unix_only => SslMode::Disable,
@@ -208,32 +286,9 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// The conninfo or URL without its TLS settings, and those settings.
-fn split(conninfo: &str) -> Result<(String, TlsSettings), String> {
-    let mut tls = TlsSettings::default();
-    let trimmed = conninfo.trim();
-    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
-        let Some((base, query)) = trimmed.split_once('?') else {
-            return Ok((trimmed.to_string(), tls));
-        };
-        let mut kept = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decode(value).ok_or_else(|| format!("the URL's {key} is not percent-encoded right"))?;
-            if !tls.take(key, value) {
-                kept.push(pair);
-            }
-        }
-        let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-        return Ok((rest, tls));
-    }
-    let mut kept = Vec::new();
-    for (key, value) in conninfo_pairs(conninfo)? {
-        if !tls.take(&key, value.clone()) {
-            kept.push(format!("{key}='{}'", value.replace('\\', "\\\\").replace('\'', "\\'")));
-        }
-    }
-    Ok((kept.join(" "), tls))
+/// `key='value'`, quoted as a conninfo quotes.
+fn conninfo_pair(key: &str, value: &str) -> String {
+    format!("{key}='{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// The `key = value` pairs of a conninfo, as libpq reads them: values bare or single-quoted, a
@@ -252,7 +307,12 @@ fn conninfo_pairs(conninfo: &str) -> Result<Vec<(String, String)>, String> {
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.next() != Some('=') {
-            return Err(format!("the database conninfo is missing \"=\" after \"{key}\""));
+            // Not the word itself: it may be part of a password.
+            return Err(format!(
+                "the database conninfo has a word without \"=\" after its setting {} (a value with spaces is \
+                 quoted: key='a b')",
+                pairs.len()
+            ));
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         let mut value = String::new();
@@ -305,11 +365,12 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
         (Some(mode), _) => mode,
     };
     if !matches!(mode, "disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full") {
-        return Err(format!("the database setting sslmode has an invalid value \"{mode}\""));
+        return Err(format!("{} has an invalid value \"{mode}\"", tls.setting("sslmode")));
     }
     if system && mode != "verify-full" {
         return Err(format!(
-            "the database setting sslmode=\"{mode}\" may not be used with sslrootcert=system (use verify-full)"
+            "{}=\"{mode}\" may not be used with sslrootcert=system (use verify-full)",
+            tls.setting("sslmode")
         ));
     }
     let dot = |name: &str| home.map(|h| h.join(".postgresql").join(name));
@@ -318,7 +379,7 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
         Some("system") => None,
         Some(path) => {
             if !Path::new(path).is_file() {
-                return Err(format!("the database setting sslrootcert names \"{path}\", which is not a readable file"));
+                return Err(format!("{} names \"{path}\", which is not a readable file", tls.setting("sslrootcert")));
             }
             Some(PathBuf::from(path))
         }
@@ -333,18 +394,19 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
     };
     if matches!(verify, Verify::Ca | Verify::Full) && root_file.is_none() && !system {
         return Err(format!(
-            "the database setting sslmode={mode} needs a root certificate: set sslrootcert (a PEM file of the CA, or \
-             \"system\"), or put it in ~/.postgresql/root.crt"
+            "{}={mode} needs a root certificate: set sslrootcert (a PEM file of the CA, or \"system\"), or put it \
+             in ~/.postgresql/root.crt",
+            tls.setting("sslmode")
         ));
     }
     let mut roots = RootCertStore::empty();
     if let Some(file) = &root_file {
         let certs = CertificateDer::pem_file_iter(file)
             .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("the database setting sslrootcert: cannot read {}: {e}", file.display()))?;
+            .map_err(|e| format!("{}: cannot read {}: {e}", tls.setting("sslrootcert"), file.display()))?;
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
-            return Err(format!("the database setting sslrootcert: {} holds no certificate", file.display()));
+            return Err(format!("{}: {} holds no certificate", tls.setting("sslrootcert"), file.display()));
         }
     } else if system {
         let found = rustls_native_certs::load_native_certs();
@@ -362,7 +424,7 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
         Verify::Ca | Verify::Full => {
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
-                .map_err(|e| format!("the database setting sslrootcert: {e}"))?;
+                .map_err(|e| format!("{}: {e}", tls.setting("sslrootcert")))?;
             if verify == Verify::Ca {
                 Arc::new(AnyName(webpki))
             } else {
@@ -385,9 +447,9 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
             };
             let chain = CertificateDer::pem_file_iter(&cert)
                 .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("the database setting sslcert: cannot read {}: {e}", cert.display()))?;
+                .map_err(|e| format!("{}: cannot read {}: {e}", tls.setting("sslcert"), cert.display()))?;
             let key = PrivateKeyDer::from_pem_file(&key)
-                .map_err(|e| format!("the database setting sslkey: cannot read {}: {e}", key.display()))?;
+                .map_err(|e| format!("{}: cannot read {}: {e}", tls.setting("sslkey"), key.display()))?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| format!("the database setting sslcert/sslkey: {e}"))?
@@ -396,7 +458,7 @@ fn connector(tls: &TlsSettings, home: Option<&Path>) -> Result<(MakeRustlsConnec
     match tls.sslsni.as_deref() {
         None | Some("1") => {}
         Some("0") => config.enable_sni = false,
-        Some(other) => return Err(format!("the database setting sslsni has an invalid value \"{other}\"")),
+        Some(other) => return Err(format!("{} has an invalid value \"{other}\"", tls.setting("sslsni"))),
     }
     if mode == "disable" {
         verify = Verify::Off;
@@ -409,11 +471,11 @@ fn protocol_versions(tls: &TlsSettings) -> Result<Vec<&'static rustls::Supported
     let rank = |key: &str, value: Option<&str>, default: u8| match value {
         None | Some("") => Ok(default),
         Some("TLSv1") | Some("TLSv1.1") if key == "ssl_max_protocol_version" => {
-            Err(format!("the database setting {key}: TLS before 1.2 is not offered"))
+            Err(format!("{}: TLS before 1.2 is not offered", tls.setting(key)))
         }
         Some("TLSv1") | Some("TLSv1.1") | Some("TLSv1.2") => Ok(2),
         Some("TLSv1.3") => Ok(3),
-        Some(other) => Err(format!("the database setting {key} has an invalid value \"{other}\"")),
+        Some(other) => Err(format!("{} has an invalid value \"{other}\"", tls.setting(key))),
     };
     let min = rank("ssl_min_protocol_version", tls.min_protocol.as_deref(), 2)?;
     let max = rank("ssl_max_protocol_version", tls.max_protocol.as_deref(), 3)?;
@@ -526,33 +588,37 @@ mod tests {
                 ("user".into(), "x y".into())
             ]
         );
-        assert!(conninfo_pairs("host").unwrap_err().contains("missing \"=\" after \"host\""));
+        assert!(conninfo_pairs("host=h pass word").unwrap_err().contains("without \"=\" after its setting 1"));
         assert!(conninfo_pairs("password='open").unwrap_err().contains("unterminated"));
+    }
+
+    /// A conninfo resolved with no environment (the user "u"), and the database it describes.
+    fn resolved(conninfo: &str) -> Result<Database, String> {
+        let process = libpq::Process { env: &|_| None, user: &|| Some("u".to_string()) };
+        let settings = libpq::resolve(conninfo, &process, &mut |_| {})?;
+        Database::from_settings(&settings, "t", Some(Path::new("/nonexistent-home")))
     }
 
     #[test]
     fn tls_settings_are_taken_out_of_both_forms() {
-        let (rest, tls) =
-            split("host=db dbname=erp sslmode=verify-full sslrootcert=/etc/ca.pem password='p q'").unwrap();
-        assert_eq!(rest, "host='db' dbname='erp' password='p q'");
-        assert_eq!(tls.sslmode.as_deref(), Some("verify-full"));
-        assert_eq!(tls.sslrootcert.as_deref(), Some("/etc/ca.pem"));
-        let (rest, tls) =
-            split("postgresql://u@db/erp?application_name=x&sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem").unwrap();
-        assert_eq!(rest, "postgresql://u@db/erp?application_name=x");
-        assert_eq!(tls.sslmode.as_deref(), Some("verify-ca"));
-        assert_eq!(tls.sslrootcert.as_deref(), Some("/etc/ca.pem"));
-        let (_, tls) = split("host=db sslcrl=/x sslpassword=y").unwrap();
-        assert_eq!(tls.unsupported, vec!["sslcrl", "sslpassword"]);
+        let db = resolved("host=db dbname=erp sslmode=require password='p q'").unwrap();
+        assert_eq!((db.verify(), db.config().get_ssl_mode()), (Verify::Encrypt, SslMode::Require));
+        assert_eq!(db.config().get_password(), Some(&b"p q"[..]));
+        let db = resolved("postgresql://u@db/erp?application_name=x&sslmode=disable").unwrap();
+        assert_eq!((db.verify(), db.config().get_application_name()), (Verify::Off, Some("x")));
+        let err = resolved("postgresql://u@db/erp?sslmode=verify-ca&sslrootcert=%2Fnonexistent.pem").err().unwrap();
+        assert!(err.contains("sslrootcert names \"/nonexistent.pem\""), "{err}");
+        assert!(resolved("host=db sslcrl=/x").err().unwrap().contains("sslcrl is not supported"));
+        assert!(resolved("host=db gssencmode=prefer sslcompression=0 client_encoding=UTF8").is_ok());
+        assert!(resolved("host=db gssencmode=require").err().unwrap().contains("gssencmode"));
+        assert!(resolved("host=db port=x").err().unwrap().contains("setting port is not valid"));
+        let db = resolved("host=db keepalives_count=3 fallback_application_name=f").unwrap();
+        assert_eq!((db.config().get_keepalives_retries(), db.config().get_application_name()), (Some(3), Some("f")));
     }
 
     #[test]
     fn modes_decide_what_is_checked() {
-        let none = Path::new("/nonexistent-home");
-        let db = |s: &str| {
-            let (_, tls) = split(s).unwrap();
-            connector(&tls, Some(none)).map(|(_, v)| v)
-        };
+        let db = |s: &str| resolved(s).map(|d| d.verify());
         assert_eq!(db("host=h").unwrap(), Verify::Encrypt);
         assert_eq!(db("host=h sslmode=disable").unwrap(), Verify::Off);
         assert_eq!(db("host=h sslmode=require").unwrap(), Verify::Encrypt);
@@ -564,6 +630,17 @@ mod tests {
         assert!(db("host=h ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=TLSv1.2")
             .unwrap_err()
             .contains("above"));
+    }
+
+    #[test]
+    fn an_error_names_where_the_setting_came_from() {
+        let process = libpq::Process {
+            env: &|k| (k == "PGSSLMODE").then(|| "sometimes".to_string()),
+            user: &|| Some("u".to_string()),
+        };
+        let settings = libpq::resolve("host=h", &process, &mut |_| {}).unwrap();
+        let err = Database::from_settings(&settings, "t", None).err().unwrap();
+        assert!(err.contains("sslmode (from PGSSLMODE) has an invalid value"), "{err}");
     }
 
     #[test]
