@@ -39,6 +39,7 @@ legs=(
     "normal normal stdio 2025-11-25"
     "normal-modern normal stdio 2026-07-28"
     "normal-http normal http 2026-07-28"
+    "normal-http-session normal http 2025-11-25"
     "answer_from_argument answer_from_argument stdio 2025-11-25"
     "no_elicitation_is_consent no_elicitation_is_consent stdio 2025-11-25"
     "any_channel_message any_channel_message stdio 2025-11-25"

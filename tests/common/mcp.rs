@@ -97,6 +97,18 @@ pub async fn post_to(
     more: &[(&str, &str)],
     wait: Duration,
 ) -> Result<Reply, String> {
+    post_as_host(addr, token, Some(conversation), body, more, wait).await
+}
+
+/// The same, with the conversation header only when there is one (a stock host sends none).
+pub async fn post_as_host(
+    addr: SocketAddr,
+    token: &str,
+    conversation: Option<&str>,
+    body: &Value,
+    more: &[(&str, &str)],
+    wait: Duration,
+) -> Result<Reply, String> {
     let bearer = format!("Bearer {token}");
     let bytes = body.to_string().into_bytes();
     let mut headers = vec![
@@ -104,8 +116,8 @@ pub async fn post_to(
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2025-11-25"),
-        ("Toolgate-Conversation", conversation),
     ];
+    headers.extend(conversation.map(|c| ("Toolgate-Conversation", c)));
     headers.extend_from_slice(more);
     client::call(addr, "POST", "/mcp", &headers, Some(&bytes), wait).await.map_err(|e| format!("no answer: {e:?}"))
 }

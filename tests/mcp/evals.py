@@ -280,8 +280,11 @@ class Lab:
             if url is None:
                 url = await stack.enter_async_context(self.http_server(env))
             token = self.identity(role).read_text().strip()
-            headers = {"Authorization": f"Bearer {token}",
-                       "Toolgate-Conversation": conversation or f"eval-{uuid.uuid4().hex}"}
+            headers = {"Authorization": f"Bearer {token}"}
+            # Before 2026-07-28 a stock host's way: the server's MCP session is the conversation,
+            # and the person is asked within the call (elicitation/create on its response stream).
+            if self.modern or conversation:
+                headers["Toolgate-Conversation"] = conversation or f"eval-{uuid.uuid4().hex}"
             http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=90))
             client = await stack.enter_async_context(
                 Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=person,
@@ -289,6 +292,11 @@ class Lab:
             client.say = lambda *tokens: http.headers.__setitem__("Toolgate-Channel-Message", tokens[-1])
             client.url = url
             yield client
+
+    @property
+    def in_session(self):
+        """Over HTTP before 2026-07-28 the conversation is the server's MCP session."""
+        return self.args.transport == "http" and not self.modern
 
 
 async def call(session, tool, args):
@@ -349,6 +357,10 @@ async def confirmed_close(lab):
     check([r[:5] for r in rows] == [("call", "request_close", "NEEDS_CONFIRMATION", None, False),
                                     ("confirm", "request_close", "SUCCEEDED", None, False)],
           f"the audit of the proposal is not its proposal, then its application: {rows}")
+    if lab.in_session:
+        conversation = lab.one("SELECT conversation_id FROM toolgate.proposals WHERE proposal_id = %s::uuid", proposal)
+        check(conversation.startswith("mcp-") and len(conversation) == 36,
+              f"the MCP session is not the conversation: {conversation!r}")
 
 
 async def person_declines(lab):

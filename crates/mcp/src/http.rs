@@ -2,8 +2,9 @@
 //! carries `Authorization: Bearer <identity token>`, which the gate checks (`toolgate.tools`)
 //! before the request reaches the MCP handler: a missing or refused token is a 401 pointing at the
 //! Protected Resource Metadata (RFC 9728) served at `/.well-known/oauth-protected-resource/mcp`.
-//! The server keeps no session: what must survive is in the database, and a `requestState` is
-//! sealed with `TOOLGATE_STATE_KEY_FILE`'s key, so processes behind one URL serve one conversation.
+//! The server keeps nothing that must survive: what must is in the database, and a `requestState`
+//! and an `Mcp-Session-Id` (revisions before 2026-07-28, [`crate::session`]) are sealed with
+//! `TOOLGATE_STATE_KEY_FILE`'s key, so processes behind one URL serve one conversation.
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use axum_server::tls_rustls::RustlsConfig;
+use rmcp::transport::streamable_http_server::session::local::SessionConfig;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -22,7 +24,12 @@ use std::time::{Duration, Instant};
 use crate::config::Http;
 use crate::gate::{GateError, RequestRecord};
 use crate::listings::Listings;
-use crate::server::{listing_of, ToolgateServer, Verified};
+use crate::server::{listing_of, unverified_claims, ToolgateServer, Verified};
+use crate::session::{self, Opening, SealedSessions, SealedStore, Sealer, OPENING};
+use tower::ServiceExt;
+
+/// How long an `Mcp-Session-Id` opens after `initialize`.
+const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
 /// The token of an `Authorization: Bearer <token>` header value.
 pub fn bearer(value: &str) -> Option<&str> {
@@ -44,6 +51,11 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 
 struct Shared {
     server: ToolgateServer,
+    /// Requests without an MCP session (protocol 2026-07-28, and any without `Mcp-Session-Id`).
+    stateless: StreamableHttpService<ToolgateServer, NeverSessionManager>,
+    /// `initialize` before 2026-07-28, and requests of its session.
+    sessions: StreamableHttpService<ToolgateServer, SealedSessions>,
+    sealer: Sealer,
     read_timeout: Duration,
     listings: Listings,
     resource: String,
@@ -72,16 +84,32 @@ pub async fn serve(server: ToolgateServer) -> Result<(), Box<dyn std::error::Err
         .with_json_response(true)
         .with_allowed_hosts(allowed_hosts.clone());
     let handler = server.clone();
-    let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
+    let stateless = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config.clone(),
+    );
+    let sealer = Sealer::new(server.states().clone(), SESSION_TTL);
+    let mut session_config = config.with_legacy_session_mode(true).with_json_response(false);
+    session_config.session_store = Some(Arc::new(SealedStore(sealer.clone())));
+    let handler = server.clone();
+    // An idle session leaves this process after a while; its id brings it back (SealedStore).
+    let mut idle = SessionConfig::default();
+    idle.keep_alive = Some(Duration::from_secs(600));
+    let sessions = SealedSessions::new(sealer.clone(), idle);
+    let sessions = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(sessions), session_config);
     let shared = Arc::new(Shared {
         server,
+        stateless,
+        sessions,
+        sealer,
         metadata: metadata_url(&resource),
         resource: resource.clone(),
         read_timeout,
         listings,
     });
     let app = Router::new()
-        .route_service("/mcp", mcp)
+        .route("/mcp", axum::routing::any(mcp))
         .route_layer(middleware::from_fn_with_state(shared.clone(), check_bearer))
         .route("/.well-known/oauth-protected-resource", get(protected_resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
@@ -238,14 +266,16 @@ async fn checked(
         },
         ref other => other.as_str().to_string(),
     };
+    let init = (method == "initialize")
+        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok().map(|m| m["params"].clone()))
+        .flatten();
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
     request.extensions_mut().insert(trace.clone());
     request.extensions_mut().insert(record.clone());
     // A call verifies the token again in the gate: a listing verified a moment ago serves it.
     if method == "tools/call" {
         if let Some(listing) = shared.listings.get(&token) {
-            request.extensions_mut().insert(Verified(listing));
-            let response = next.run(request).await;
+            let response = serve_checked(shared, request, next, &token, listing, init).await;
             metrics.request(&method, started.elapsed());
             return (Some(method), response);
         }
@@ -255,8 +285,7 @@ async fn checked(
             Ok(listing) => {
                 let listing = Arc::new(listing);
                 shared.listings.put(&token, listing.clone());
-                request.extensions_mut().insert(Verified(listing));
-                let response = next.run(request).await;
+                let response = serve_checked(shared, request, next, &token, listing, init).await;
                 metrics.request(&method, started.elapsed());
                 (Some(method), response)
             }
@@ -279,6 +308,65 @@ async fn checked(
             (Some(method), response)
         }
     }
+}
+
+/// A request whose token the gate accepted (`listing`), served: one with an `Mcp-Session-Id` only
+/// if that session was opened by the same caller with this server's key (else 404, as for a
+/// session that never was); an `initialize` with who opens the session, for [`SealedSessions`].
+async fn serve_checked(
+    shared: &Shared,
+    mut request: Request,
+    next: Next,
+    token: &str,
+    listing: Arc<crate::server::Listing>,
+    init: Option<serde_json::Value>,
+) -> Response {
+    let claims = unverified_claims(token).unwrap_or_default();
+    let who = session::who(
+        claims["iss"].as_str().unwrap_or_default(),
+        claims["sub"].as_str().unwrap_or_default(),
+        &listing.tenant,
+    );
+    request.extensions_mut().insert(Verified(listing));
+    let session = request.headers().get("mcp-session-id").map(|v| v.to_str().unwrap_or_default().to_string());
+    if let Some(id) = session {
+        let opened = shared.sealer.open(&id);
+        if opened.as_ref().is_none_or(|o| o.who != who) {
+            tracing::warn!(
+                "an Mcp-Session-Id was refused: {}",
+                if opened.is_none() { "not sealed by this key, or expired" } else { "another caller's" }
+            );
+            shared.server.gate.metrics().refused("session_not_found");
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+        return next.run(request).await;
+    }
+    match init {
+        Some(init) => OPENING.scope(Opening { who, init }, next.run(request)).await,
+        None => next.run(request).await,
+    }
+}
+
+/// `/mcp` once checked: `initialize` before 2026-07-28 and requests of a session to the session
+/// service, every other request to the stateless one.
+async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let opening = OPENING.try_with(|o| o.init["protocolVersion"].as_str().is_some_and(|v| v < "2026-07-28"));
+    let in_session = request.headers().contains_key("mcp-session-id") || opening.unwrap_or(false);
+    let delete = request.method() == axum::http::Method::DELETE;
+    let response = if in_session {
+        shared.sessions.clone().oneshot(request).await
+    } else {
+        shared.stateless.clone().oneshot(request).await
+    };
+    let mut response = match response {
+        Ok(r) => r.map(axum::body::Body::new),
+        Err(never) => match never {},
+    };
+    // A session ended by DELETE: 204, which the SDKs' clients expect (rmcp answers 202).
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// `GET /healthz`: the process is up.

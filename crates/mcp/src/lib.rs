@@ -15,6 +15,7 @@ pub mod http;
 pub mod listings;
 pub mod metrics;
 pub mod server;
+pub mod session;
 pub mod tls;
 
 use rmcp::ServiceExt;

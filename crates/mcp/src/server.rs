@@ -1,6 +1,7 @@
 //! The MCP handler: `tools/list` is the gate's `toolgate.tools`, `tools/call` is `toolgate.call`
 //! or `toolgate.read`, and a proposal is put to the person within the same call: with
-//! `elicitation/create` (protocol 2025-06-18 and 2025-11-25, over stdio) or, from 2026-07-28, an
+//! `elicitation/create` (protocol 2025-06-18 and 2025-11-25, over stdio or in an HTTP session) or,
+//! from 2026-07-28, an
 //! `input_required` result whose `requestState` is sealed with the server's key and bound to the
 //! caller, the conversation and the call. The server judges nothing: what the person answered goes
 //! to `toolgate.confirm`, signed with the tenant's channel key, and the gate's outcome comes back
@@ -89,6 +90,8 @@ pub(crate) struct Caller {
     listing: Option<Arc<Listing>>,
     /// HTTP: the `Toolgate-Channel-Message` header.
     header_message: Option<String>,
+    /// In an MCP session: over stdio always; over HTTP with an `Mcp-Session-Id`.
+    session: bool,
     /// HTTP: the request's trace id (its `traceparent`'s, or one of the server's own).
     trace: Option<String>,
     /// HTTP: where the request's log line learns the tool and the outcome.
@@ -121,6 +124,11 @@ impl ToolgateServer {
         })))
     }
 
+    /// The codec `requestState` and `Mcp-Session-Id` are sealed with.
+    pub(crate) fn states(&self) -> &RequestStateCodec {
+        &self.states
+    }
+
     fn is_http(&self) -> bool {
         matches!(self.transport, Transport::Http(_))
     }
@@ -133,6 +141,7 @@ impl ToolgateServer {
                 conversation: Some(s.conversation.clone()),
                 listing: None,
                 header_message: None,
+                session: true,
                 trace: None,
                 record: None,
             }),
@@ -148,11 +157,18 @@ impl ToolgateServer {
                     .and_then(crate::http::bearer)
                     .ok_or("a request without a bearer token")?
                     .to_string();
+                // The gate keys a conversation by tenant and person too: two people naming the
+                // same one never share it.
+                let session = header("mcp-session-id");
+                let conversation = header("toolgate-conversation")
+                    .map(String::from)
+                    .or_else(|| session.map(crate::session::conversation_of));
                 Ok(Caller {
                     identity,
-                    conversation: header("toolgate-conversation").or(header("mcp-session-id")).map(String::from),
+                    conversation,
                     listing: parts.extensions.get::<Verified>().map(|v| v.0.clone()),
                     header_message: header("toolgate-channel-message").map(String::from),
+                    session: session.is_some(),
                     trace: parts.extensions.get::<crate::http::Trace>().map(|t| t.0.clone()),
                     record: parts.extensions.get::<Arc<RequestRecord>>().cloned(),
                 })
@@ -266,8 +282,8 @@ impl ToolgateServer {
         } else {
             let Some(conversation) = caller.conversation.as_deref() else {
                 return Ok(message(
-                    "No conversation: a write needs the Toolgate-Conversation header (or an MCP session); \
-                     nothing was applied.",
+                    "No conversation: a write needs an MCP session (initialize, then Mcp-Session-Id) or the \
+                     Toolgate-Conversation header; nothing was applied.",
                     true,
                 )
                 .into());
@@ -334,10 +350,11 @@ impl ToolgateServer {
             let requests = BTreeMap::from([(CONFIRM_INPUT.to_string(), InputRequest::Elicitation(question))]);
             return InputRequiredResult::new(Some(requests), Some(state)).into();
         }
-        if self.is_http() {
+        if !caller.session {
             return pending(
                 outcome,
-                "over HTTP before protocol 2026-07-28 the person answers in their channel, then confirm_proposal",
+                "over HTTP without an MCP session before protocol 2026-07-28 the person answers in their channel, \
+                 then confirm_proposal",
             )
             .into();
         }
@@ -478,7 +495,13 @@ impl ToolgateServer {
 
 impl ServerHandler for ToolgateServer {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+        // Only a stdio client hears when its tools change (watch_tools); over HTTP each request
+        // lists them afresh.
+        let capabilities = match self.is_http() {
+            true => ServerCapabilities::builder().enable_tools().build(),
+            false => ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build(),
+        };
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Tools gated by pg_toolgate. A write may need the person's confirmation: this server asks them. \
@@ -638,7 +661,7 @@ fn claimed_proposal(token: &str) -> Option<String> {
 }
 
 /// The claims of a compact JWS, unverified.
-fn unverified_claims(token: &str) -> Option<Value> {
+pub(crate) fn unverified_claims(token: &str) -> Option<Value> {
     let payload = token.split('.').nth(1)?;
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?).ok()
 }
@@ -776,6 +799,7 @@ mod tests {
             conversation: Some(conversation.to_string()),
             listing: Some(Arc::new(Listing { tenant: "t-a".into(), tools: vec![] })),
             header_message: None,
+            session: false,
             trace: None,
             record: None,
         };
