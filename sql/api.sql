@@ -327,21 +327,26 @@ BEGIN
 END
 $$;
 
--- Create or replace the (tenant, tool) policy row. Every call makes a new version and a
--- policy_history row (who, when, old and new values); the new version is returned. This is the
--- only way a policy changes for anyone but the owner.
+-- Create the (tenant, tool) policy row, or change what the call names of it: a setting left out
+-- (or NULL) keeps the row's value, and only `clear` drops a limit (max_value,
+-- max_calls_per_conversation, tier2_above, tier3_above, target_states), so a change never drops a
+-- rule it did not name. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
+-- minutes. Every call makes a new version and a policy_history row (who, when, old and new
+-- values); the new version is returned. This is the only way a policy changes for anyone but the
+-- owner.
 CREATE FUNCTION toolgate.set_policy(
     tenant_id text,
     tool text,
-    allowed boolean,
-    roles text[],
-    tier integer,
+    allowed boolean DEFAULT NULL,
+    roles text[] DEFAULT NULL,
+    tier integer DEFAULT NULL,
     max_value numeric DEFAULT NULL,
     max_calls_per_conversation integer DEFAULT NULL,
-    confirm_ttl interval DEFAULT interval '5 minutes',
+    confirm_ttl interval DEFAULT NULL,
     tier2_above numeric DEFAULT NULL,
     tier3_above numeric DEFAULT NULL,
-    target_states text[] DEFAULT NULL
+    target_states text[] DEFAULT NULL,
+    clear text[] DEFAULT '{}'
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -349,7 +354,27 @@ DECLARE
     who text := toolgate.caller();
     before toolgate.policies;
     after toolgate.policies;
+    clearable constant text[] := ARRAY['max_value', 'max_calls_per_conversation', 'tier2_above', 'tier3_above',
+                                       'target_states'];
+    named constant text[] := ARRAY[
+        CASE WHEN max_value IS NOT NULL THEN 'max_value' END,
+        CASE WHEN max_calls_per_conversation IS NOT NULL THEN 'max_calls_per_conversation' END,
+        CASE WHEN tier2_above IS NOT NULL THEN 'tier2_above' END,
+        CASE WHEN tier3_above IS NOT NULL THEN 'tier3_above' END,
+        CASE WHEN target_states IS NOT NULL THEN 'target_states' END];
+    bad text;
 BEGIN
+    SELECT c INTO bad FROM pg_catalog.unnest(coalesce(set_policy.clear, '{}')) c
+     WHERE c IS NULL OR c <> ALL (clearable) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'set_policy: clear names %, which is not a limit that can be dropped', coalesce(bad, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states';
+    END IF;
+    SELECT c INTO bad FROM pg_catalog.unnest(set_policy.clear) c WHERE c = ANY (named) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'set_policy: % is both given and cleared', bad USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- One change at a time per (tenant, tool), so versions never repeat: the row itself is the
     -- lock (no advisory lock, which any client could take and hold). A first row is inserted
     -- unless a concurrent first insert won; then that row is locked and updated.
@@ -357,26 +382,36 @@ BEGIN
         SELECT * INTO before FROM toolgate.policies p
          WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool FOR UPDATE;
         EXIT WHEN FOUND;
+        IF allowed IS NULL OR roles IS NULL OR tier IS NULL THEN
+            RAISE EXCEPTION 'set_policy: a new policy row for (%, %) needs allowed, roles and tier', tenant_id, tool
+                USING ERRCODE = 'null_value_not_allowed';
+        END IF;
         INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
                                             max_value, max_calls_per_conversation, confirm_ttl, target_states,
                                             version, updated_by)
         VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
-                max_calls_per_conversation, confirm_ttl, target_states, 1, who)
+                max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states, 1, who)
         ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
         RETURNING * INTO after;
         EXIT WHEN FOUND;
     END LOOP;
     IF before.version IS NOT NULL THEN
         UPDATE toolgate.policies p SET
-            allowed = set_policy.allowed,
-            roles = set_policy.roles,
-            tier = set_policy.tier,
-            tier2_above = set_policy.tier2_above,
-            tier3_above = set_policy.tier3_above,
-            max_value = set_policy.max_value,
-            max_calls_per_conversation = set_policy.max_calls_per_conversation,
-            confirm_ttl = set_policy.confirm_ttl,
-            target_states = set_policy.target_states,
+            allowed = coalesce(set_policy.allowed, p.allowed),
+            roles = coalesce(set_policy.roles, p.roles),
+            tier = coalesce(set_policy.tier, p.tier),
+            tier2_above = CASE WHEN 'tier2_above' = ANY (set_policy.clear) THEN NULL
+                               ELSE coalesce(set_policy.tier2_above, p.tier2_above) END,
+            tier3_above = CASE WHEN 'tier3_above' = ANY (set_policy.clear) THEN NULL
+                               ELSE coalesce(set_policy.tier3_above, p.tier3_above) END,
+            max_value = CASE WHEN 'max_value' = ANY (set_policy.clear) THEN NULL
+                             ELSE coalesce(set_policy.max_value, p.max_value) END,
+            max_calls_per_conversation = CASE WHEN 'max_calls_per_conversation' = ANY (set_policy.clear) THEN NULL
+                                              ELSE coalesce(set_policy.max_calls_per_conversation,
+                                                            p.max_calls_per_conversation) END,
+            confirm_ttl = coalesce(set_policy.confirm_ttl, p.confirm_ttl),
+            target_states = CASE WHEN 'target_states' = ANY (set_policy.clear) THEN NULL
+                                 ELSE coalesce(set_policy.target_states, p.target_states) END,
             version = before.version + 1,
             updated_at = pg_catalog.now(),
             updated_by = who

@@ -21,7 +21,7 @@ async fn a_purchase_that_waited_for_the_budget_is_refused_not_overspent() {
     let dba = lab.connect(DBA).await.unwrap();
     dba.execute(
         "SELECT toolgate.set_policy('shopping-a', 'request_purchase_part', true, ARRAY['supervisor'], 0, \
-         max_value => 900, max_calls_per_conversation => 5)",
+         max_value => 900, max_calls_per_conversation => 5, clear => ARRAY['tier2_above', 'tier3_above'])",
         &[],
     )
     .await

@@ -13,7 +13,7 @@ async fn tier0_purchases(lab: &Lab, quota: i32) {
     let dba = lab.connect(DBA).await.unwrap();
     dba.execute(
         "SELECT toolgate.set_policy('shopping-a', 'request_purchase_part', true, ARRAY['supervisor'], 0, \
-         max_value => 900, max_calls_per_conversation => $1)",
+         max_value => 900, max_calls_per_conversation => $1, clear => ARRAY['tier2_above', 'tier3_above'])",
         &[&quota],
     )
     .await

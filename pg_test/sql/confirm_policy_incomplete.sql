@@ -13,10 +13,10 @@ SELECT r->>'outcome' AS outcome, r->'proposal'->>'tier' AS tier, r->'proposal'->
   FROM toolgate.request_purchase_part(:'sup_c', 'conv-incomplete-later',
        '{"order_id": "853", "part_id": "F-200", "quantity": 2, "cost_center": "CC-C", "idempotency_key": "incomplete-later-853"}') r \gset
 SELECT :'outcome' AS outcome, :'tier' AS tier;
--- The DBA rewrites the row without its quota before the person answers.
+-- The DBA drops the row's quota before the person answers.
 SET ROLE toolgate_admin;
-SELECT toolgate.set_policy('shopping-c', 'request_purchase_part', allowed => true, roles => ARRAY['supervisor'],
-                           tier => 1, max_value => 500) > 0 AS incomplete;
+SELECT toolgate.set_policy('shopping-c', 'request_purchase_part', clear => ARRAY['max_calls_per_conversation']) > 0
+       AS incomplete;
 SET ROLE toolgate_agent;
 \set yes `${TOOLGATE_MINT:?} yes shopping-c :pid sim`
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.confirm(:'sup_c', :'yes') r;
