@@ -273,3 +273,24 @@ async fn a_rolled_back_call_leaves_a_line_when_log_calls_is_on() {
     let e = app.batch_execute("SET toolgate.log_calls = off").await.unwrap_err();
     assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{e}");
 }
+
+/// A listing (`toolgate.tools`) refused for its token leaves no audit row, only a LOG line: the
+/// line names why (here `expired`), so an operator can tell an expired token from a forged one.
+#[tokio::test]
+async fn a_refused_listing_logs_why() {
+    let lab = lab("sr_tools_log").await;
+    let app = lab.connect(APP).await.unwrap();
+    let now = keys::now();
+    let expired = lab.a.idp.sign(
+        &serde_json::json!({"sub": "user-17", "tenant": "shopping-a", "role": "supervisor", "iat": now - 600, "exp": now - 1}),
+    );
+    let mark = log_mark();
+    let listing = db::json(&app, "SELECT toolgate.tools($1)", &[&expired]).await.unwrap();
+    assert_eq!(outcome(&listing), ("BLOCKED", "identity_invalid"));
+    let log = log_since(mark, "\"entry\":\"tools\"").await;
+    assert!(
+        log.contains(r#"{"entry":"tools","event":"toolgate_refusal","reason":"identity_invalid: expired"}"#),
+        "{log}"
+    );
+    assert!(!log.contains(&expired), "the log holds the token");
+}

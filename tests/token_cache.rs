@@ -30,5 +30,5 @@ async fn a_remembered_token_still_meets_revocation_and_expiry() {
     dba.execute("SELECT toolgate.revoke_key('idp-shopping-a')", &[]).await.unwrap();
     assert_eq!(outcome(&db::read_order(&app, &token, "742").await.unwrap()), ("BLOCKED", "identity_invalid"));
     let reason = last_reason(&root).await;
-    assert_eq!(reason, "unknown_kid");
+    assert_eq!(reason, "revoked_kid", "a revoked key is named as such");
 }

@@ -437,7 +437,12 @@ pub fn tools(identity_token: Option<&str>) -> Reply {
     let who = match identity::verify(identity_token) {
         Ok(who) => who,
         Err(deny) => {
-            crate::audit::log_refusal("tools", deny.rule.as_str());
+            // The rule and why (expired, audience, unknown_kid…): a listing leaves no audit row.
+            let reason = match deny.detail["reason"].as_str() {
+                Some(why) => format!("{}: {why}", deny.rule.as_str()),
+                None => deny.rule.as_str().to_string(),
+            };
+            crate::audit::log_refusal("tools", &reason);
             return deny.reply();
         }
     };

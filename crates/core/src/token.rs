@@ -90,8 +90,10 @@ pub enum TokenError {
     Algorithm,
     #[error("token has no kid")]
     NoKeyId,
-    #[error("kid unknown or inactive")]
+    #[error("kid unknown")]
     UnknownKey,
+    #[error("kid revoked")]
+    RevokedKey,
     #[error("kid registered for another purpose")]
     WrongPurpose,
     #[error("kid registered for another tenant")]
@@ -128,6 +130,7 @@ impl TokenError {
             TokenError::Algorithm => "algorithm",
             TokenError::NoKeyId => "no_kid",
             TokenError::UnknownKey => "unknown_kid",
+            TokenError::RevokedKey => "revoked_kid",
             TokenError::WrongPurpose => "wrong_purpose",
             TokenError::WrongTenant => "wrong_tenant",
             TokenError::Signature => "signature",
@@ -386,7 +389,11 @@ fn verify<T: DeserializeOwned + Expiring>(
     purpose: KeyPurpose,
     clock: Clock,
 ) -> Result<T, TokenError> {
-    let key = key.filter(|k| k.active).ok_or(TokenError::UnknownKey)?;
+    let key = key.ok_or(TokenError::UnknownKey)?;
+    // A revoked key is named as such: an operator must tell it from a key that never was.
+    if !key.active {
+        return Err(TokenError::RevokedKey);
+    }
     if key.purpose != purpose {
         return Err(TokenError::WrongPurpose);
     }
@@ -647,7 +654,7 @@ mod tests {
         assert_eq!(verify_identity(&tok, None, NOW), Err(TokenError::UnknownKey));
         let mut inactive = registered(&s, "shopping-a", KeyPurpose::Identity);
         inactive.active = false;
-        assert_eq!(verify_identity(&tok, Some(&inactive), NOW), Err(TokenError::UnknownKey));
+        assert_eq!(verify_identity(&tok, Some(&inactive), NOW), Err(TokenError::RevokedKey));
         let other_tenant = registered(&s, "shopping-b", KeyPurpose::Identity);
         assert_eq!(verify_identity(&tok, Some(&other_tenant), NOW), Err(TokenError::WrongTenant));
         let channel = registered(&s, "shopping-a", KeyPurpose::Channel);
@@ -805,6 +812,7 @@ mod tests {
             TokenError::Algorithm,
             TokenError::NoKeyId,
             TokenError::UnknownKey,
+            TokenError::RevokedKey,
             TokenError::WrongPurpose,
             TokenError::WrongTenant,
             TokenError::Signature,
@@ -820,7 +828,7 @@ mod tests {
             TokenError::UnmappedTenant,
         ]
         .map(TokenError::code);
-        assert_eq!(codes[9], "expired");
+        assert_eq!((codes[5], codes[10]), ("revoked_kid", "expired"));
         assert!(codes.iter().all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
         assert_eq!(codes.iter().collect::<std::collections::BTreeSet<_>>().len(), codes.len());
         assert_eq!(signer("idp-a", 1).kid(), "idp-a");
