@@ -2,9 +2,10 @@
 # The MCP evals: `toolgate mcp` driven by a scripted model and a scripted person
 # (tests/mcp/evals.py, on the Python MCP SDK) against seed 000's lab (`toolgate lab`) on a
 # throwaway cluster, each case judged by what reached the ERP and the audit and run 3 times
-# (pass^3; TOOLGATE_EVAL_RUNS changes it). The normal server runs three legs: stdio speaking
+# (pass^3; TOOLGATE_EVAL_RUNS changes it). The normal server runs four legs: stdio speaking
 # protocol 2025-11-25 (elicitation/create), stdio and Streamable HTTP speaking 2026-07-28
-# (input_required). The same cases also run against four deliberately broken servers
+# (input_required), and Streamable HTTP speaking 2025-11-25 with no conversation header (an MCP
+# session, elicitation/create on the call's stream). The same cases also run against four deliberately broken servers
 # (toolgate-mcp-broken, built with `--features broken`, one behaviour each named by
 # TOOLGATE_MCP_BROKEN), each leg on a lab database of its own and all at once. Prints one score
 # table, a column per server and leg, and exits non-zero when the normal server fails any case or a
@@ -109,12 +110,16 @@ server said alone. Each case runs $runs times, each run with its own server proc
 conversation) and fresh orders, keys and cost centres (pass^$runs: a case passes only if every run
 does).
 
-The normal server runs three legs: over stdio speaking protocol 2025-11-25 (the person is asked
+The normal server runs four legs: over stdio speaking protocol 2025-11-25 (the person is asked
 with \`elicitation/create\` within the call, and the client hears \`tools/list_changed\`), over stdio
-speaking 2026-07-28, and over Streamable HTTP speaking 2026-07-28 (the person is asked through an
-\`input_required\` result whose \`requestState\` the server sealed; a bearer token on every request).
+speaking 2026-07-28, over Streamable HTTP speaking 2026-07-28 (the person is asked through an
+\`input_required\` result whose \`requestState\` the server sealed; a bearer token on every request),
+and over Streamable HTTP speaking 2025-11-25 as a stock host does, with no conversation header (the
+server's MCP session is the conversation, and the person is asked with \`elicitation/create\` on
+the call's response stream).
 A case that does not apply to a leg is n/a: the \`requestState\` cases need 2026-07-28; the 401,
-metadata and malformed JSON-RPC case and the two-processes case need HTTP.
+metadata and malformed JSON-RPC case and the two-processes case need HTTP; the expired-token case
+needs stdio (over HTTP the bearer check answers 401 first).
 
 The same cases run against four deliberately broken servers, to show the evals catch them:
 \`toolgate-mcp-broken\`, built only with \`cargo build -p toolgate-mcp --features broken\` (the
@@ -126,7 +131,7 @@ take the newest channel message even when it answers another proposal (or was al
 signing its answer for the one asked; \`foreign_state\` trusts the retry of an \`input_required\`
 call without opening its \`requestState\`, applying the answer to whichever proposal the call makes
 live now. The normal server runs with \`TOOLGATE_MCP_BROKEN\` set too, which without the feature
-does nothing. Each leg runs on a lab database of its own, all seven at once. A cell is the runs
+does nothing. Each leg runs on a lab database of its own, all eight at once. A cell is the runs
 that passed; "caught" marks a case that concerns that broken server (\`CONCERNS\` in evals.py) and
 that it failed, as it must: the script fails if the normal server fails any case or a broken
 server passes one that concerns it. The other failures of a broken server are its bug showing

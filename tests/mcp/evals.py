@@ -887,6 +887,36 @@ async def http_two_processes(lab):
                   "USING (proposal_id) WHERE p.idempotency_key = %s", key) == 1, "not one conversation")
 
 
+async def expired_identity(lab):
+    """The person's identity token expires within a session (stdio): tools/list is an error that
+    says what happened and what to do (never a bare -32603), a write is refused by the gate with
+    the same advice and nothing applied; a fresh token in the same file, and the next request
+    lists again."""
+    path = lab.work / f"identity-short-{uuid.uuid4().hex[:8]}.jwt"
+    out = subprocess.run(
+        [lab.args.toolgate, "identity", "--dir", str(lab.keys), "--kid", f"idp-{TENANT}", "--sub", "user-17",
+         "--tenant", TENANT, "--role", "supervisor", "--ttl", "2"],
+        check=True, capture_output=True, text=True)
+    path.write_text(out.stdout.strip() + "\n")
+    path.chmod(0o600)
+    order, key = lab.fresh_order(), new_key("expired")
+    async with lab.session(Person(accepts), TOOLGATE_IDENTITY_TOKEN_FILE=str(path)) as s:
+        await asyncio.sleep(3)
+        try:
+            await s.list_tools()
+            raise Failed("tools/list answered with an expired token")
+        except MCPError as e:
+            check(e.code == -32001 and "TOOLGATE_IDENTITY_TOKEN_FILE" in e.message and "identity_invalid" in e.message,
+                  f"tools/list with an expired token: {e.code} {e.message!r}")
+        err, text, out = await call(s, "request_close", close_args(order, key))
+        check(err and out.get("rule") == "identity_invalid" and "TOOLGATE_IDENTITY_TOKEN_FILE" in text,
+              f"a write with an expired token: {text!r}")
+        path.write_text(lab.identity("supervisor").read_text())
+        names = {t.name for t in (await s.list_tools()).tools}
+        check("request_close" in names, f"a fresh token in the file did not list again: {names}")
+    check(lab.closes(key) == 0, "a write with an expired token applied")
+
+
 CASES = [
     ("read_order 742 matches the ERP", read_matches_erp),
     ("read of a missing order says so", read_missing_order),
@@ -912,21 +942,25 @@ CASES = [
     ("requestState of another call: refused, nothing applied", state_for_another_call),
     ("HTTP: 401 and RFC 9728 metadata; malformed JSON-RPC, unknown method", http_bearer_and_metadata),
     ("HTTP: two processes serve one conversation, one effect", http_two_processes),
+    ("stdio: an expired identity token says what to do, nothing applied", expired_identity),
 ]
 
 
-# Where a case applies (none listed: everywhere): "modern" is protocol 2026-07-28 and later.
+# Where a case applies (none listed: everywhere): "modern" is protocol 2026-07-28 and later; "http"
+# and "stdio" the transport.
 APPLIES = {
     state_tampered_or_reused: {"modern"},
     state_for_another_call: {"modern"},
     http_bearer_and_metadata: {"http"},
     http_two_processes: {"http", "modern"},
+    expired_identity: {"stdio"},
 }
 
 
 def applies(case, lab):
     where = APPLIES.get(case, set())
-    return ("modern" not in where or lab.modern) and ("http" not in where or lab.args.transport == "http")
+    return (("modern" not in where or lab.modern) and ("http" not in where or lab.args.transport == "http")
+            and ("stdio" not in where or lab.args.transport == "stdio"))
 
 # Which cases each deliberately broken server (toolgate-mcp-broken, TOOLGATE_MCP_BROKEN) concerns:
 # it must fail each of them, or the evals could not tell it from a sound server.

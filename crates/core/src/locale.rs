@@ -24,6 +24,13 @@ struct Sentences {
     balance: fn(&str, &str, &str) -> String,
     answer_yes: &'static str,
     type_exactly: &'static str,
+    /// Where the person answers in a form (an MCP client's): what to tick at tiers 1 and 2, and
+    /// where to type the word at tier 3, in place of `answer_yes` and after `type_exactly`.
+    form_tick: &'static str,
+    form_word: &'static str,
+    /// The form's fields.
+    confirm_label: &'static str,
+    word_label: &'static str,
     /// The challenge word's stem (the gate adds a dash and six random characters).
     challenge: &'static str,
     /// Answers accepted as a plain "yes", compared whole after `normalized`. Closed on purpose:
@@ -38,6 +45,10 @@ const PT: Sentences = Sentences {
     balance: |account, before, after| format!(" Saldo de {account}: {before} antes, {after} depois."),
     answer_yes: " Para confirmar, responda sim.",
     type_exactly: " Para confirmar, digite exatamente:",
+    form_tick: " Para confirmar, marque «Confirmar» e aceite; para recusar, recuse.",
+    form_word: " Digite-a no campo «Palavra»; para recusar, recuse.",
+    confirm_label: "Confirmar",
+    word_label: "Palavra",
     challenge: "CONFIRMAR",
     // "yes", "y" and "ok" are in everyday use in Brazil, and were accepted before languages were.
     yes: &["sim", "s", "yes", "y", "confirmo", "confirmar", "pode", "ok"],
@@ -50,6 +61,10 @@ const EN: Sentences = Sentences {
     balance: |account, before, after| format!(" Balance of {account}: {before} before, {after} after."),
     answer_yes: " To confirm, answer yes.",
     type_exactly: " To confirm, type exactly:",
+    form_tick: " To confirm, tick «Confirm» and accept; to refuse, decline.",
+    form_word: " Type it in the field «Word»; to refuse, decline.",
+    confirm_label: "Confirm",
+    word_label: "Word",
     challenge: "CONFIRM",
     yes: &["yes", "y", "confirm", "confirmed", "ok", "okay"],
 };
@@ -61,6 +76,10 @@ const ES: Sentences = Sentences {
     balance: |account, before, after| format!(" Saldo de {account}: {before} antes, {after} después."),
     answer_yes: " Para confirmar, responda sí.",
     type_exactly: " Para confirmar, escriba exactamente:",
+    form_tick: " Para confirmar, marque «Confirmar» y acepte; para rechazar, rechace.",
+    form_word: " Escríbala en el campo «Palabra»; para rechazar, rechace.",
+    confirm_label: "Confirmar",
+    word_label: "Palabra",
     challenge: "CONFIRMAR",
     yes: &["sí", "si", "s", "confirmo", "confirmar", "vale", "ok"],
 };
@@ -113,6 +132,28 @@ impl Language {
             (t, Some(word)) if t >= 3 => format!("{} {word}", s.type_exactly),
             _ => s.answer_yes.to_string(),
         }
+    }
+
+    /// A consent text the gate wrote, put to the person in a form (an MCP client's) in its own
+    /// language: at tiers 1 and 2 the typed yes it asks for becomes a box to tick; at tier 3 the
+    /// field to type the word in is named. Also the form's label for that field. A text with none
+    /// of the gate's hints (another writer's) is asked in English.
+    pub fn for_a_form(text: &str, tier: i64) -> (String, &'static str) {
+        let of = |l: Language| l.sentences();
+        if tier >= 3 {
+            let language = Language::ALL
+                .iter()
+                .map(|(_, l)| *l)
+                .find(|l| text.contains(of(*l).type_exactly))
+                .unwrap_or(Language::En);
+            return (format!("{text}{}", of(language).form_word), of(language).word_label);
+        }
+        for (_, l) in Language::ALL {
+            if let Some(stem) = text.strip_suffix(of(l).answer_yes) {
+                return (format!("{stem}{}", of(l).form_tick), of(l).confirm_label);
+            }
+        }
+        (format!("{text}{}", EN.form_tick), EN.confirm_label)
     }
 
     /// The stem of a tier-3 challenge word.
@@ -462,6 +503,19 @@ mod tests {
         assert_eq!(Language::En.consent_hint(2, None), " To confirm, answer yes.");
         assert_eq!(Language::En.consent_hint(3, Some("CONFIRM-7Q")), " To confirm, type exactly: CONFIRM-7Q");
         assert_eq!(Language::Es.consent_hint(1, None), " Para confirmar, responda sí.");
+        // In a form, one wording per language: the box replaces the typed yes.
+        let pt = format!("Fechar «742».{}", Language::Pt.consent_hint(1, None));
+        let (asked, label) = Language::for_a_form(&pt, 1);
+        assert_eq!(asked, "Fechar «742». Para confirmar, marque «Confirmar» e aceite; para recusar, recuse.");
+        assert_eq!(label, "Confirmar");
+        let es = format!("Comprar.{}", Language::Es.consent_hint(3, Some("CONFIRMAR-ABC123")));
+        let (asked, label) = Language::for_a_form(&es, 3);
+        assert!(
+            asked.ends_with("CONFIRMAR-ABC123 Escríbala en el campo «Palabra»; para rechazar, rechace."),
+            "{asked}"
+        );
+        assert_eq!(label, "Palabra");
+        assert_eq!(Language::for_a_form("Someone else's text.", 2).1, "Confirm");
         assert_eq!(Language::En.challenge_stem(), "CONFIRM");
         assert_eq!(Language::Es.balance("«c»", "1", "0"), " Saldo de «c»: 1 antes, 0 después.");
         for (tag, lang) in Language::ALL {

@@ -39,6 +39,9 @@ pub const CONFIRM_PROPOSAL: &str = "confirm_proposal";
 const CONFIRMATION_TTL: i64 = 300;
 /// How often the tools are read again for `notifications/tools/list_changed`.
 const TOOLS_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// The JSON-RPC error of a `tools/list` whose identity token the gate refused (the
+/// implementation-defined range: the request was well formed, the credential was not).
+const IDENTITY_REFUSED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32001);
 /// The key of the person's question in an `input_required` result's `inputRequests`.
 const CONFIRM_INPUT: &str = "confirm";
 
@@ -194,6 +197,21 @@ impl ToolgateServer {
         }
     }
 
+    /// What the host must do when the gate refuses the person's identity token.
+    fn token_hint(&self) -> &'static str {
+        match &self.transport {
+            Transport::Stdio(_) => {
+                "The person's identity token was refused (expired, revoked, or not for this server): put a fresh one \
+                 in the file TOOLGATE_IDENTITY_TOKEN_FILE names (the server reads it again before the next request), \
+                 then try again."
+            }
+            Transport::Http(_) => {
+                "The person's identity token was refused (expired, revoked, or not for this server): the host must \
+                 get a fresh one (sign in again) and send it as Authorization: Bearer, then try again."
+            }
+        }
+    }
+
     /// Whether `confirm_proposal` is offered: a channel message can reach this server.
     fn offers_confirm_proposal(&self) -> bool {
         match &self.transport {
@@ -294,6 +312,10 @@ impl ToolgateServer {
             Ok(o) => o,
             Err(e) => return Ok(gate_error(&e).into()),
         };
+        if outcome["rule"] == "identity_invalid" {
+            let text = format!("{} {}", outcome_text(&outcome), self.token_hint());
+            return Ok(with_outcome(outcome, text).into());
+        }
         if outcome["outcome"] == "NEEDS_CONFIRMATION" {
             #[cfg(feature = "broken")]
             if let (Some((decision, text)), Some(id)) = (said, outcome["proposal"]["id"].as_str()) {
@@ -342,10 +364,11 @@ impl ToolgateServer {
             let Ok(state) = state else {
                 return pending(outcome, "the question could not be sealed").into();
             };
+            let (message, requested_schema) = question(text, tier);
             let question = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
                 meta: None,
-                message: question(text, tier),
-                requested_schema: answer_schema(tier),
+                message,
+                requested_schema,
             });
             let requests = BTreeMap::from([(CONFIRM_INPUT.to_string(), InputRequest::Elicitation(question))]);
             return InputRequiredResult::new(Some(requests), Some(state)).into();
@@ -364,11 +387,8 @@ impl ToolgateServer {
         if wait.is_zero() {
             return pending(outcome, "the proposal expires before the person could answer").into();
         }
-        let request = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: question(text, tier),
-            requested_schema: answer_schema(tier),
-        };
+        let (message, requested_schema) = question(text, tier);
+        let request = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema };
         let answer = tokio::select! {
             answer = context.peer.create_elicitation_with_timeout(request, Some(wait)) => answer,
             _ = context.ct.cancelled() => return pending(outcome, "the call was cancelled").into(),
@@ -528,6 +548,21 @@ impl ServerHandler for ToolgateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut caller = self.caller(&context).map_err(|e| McpError::invalid_request(e, None))?;
+        if caller.listing.is_none() {
+            // A token the gate refuses is the host's to fix, not an internal error: say so, and how.
+            let outcome =
+                self.gate.tools(&caller.identity).await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            match listing_of(&outcome) {
+                Ok(listing) => caller.listing = Some(Arc::new(listing)),
+                Err(why) => {
+                    return Err(McpError::new(
+                        IDENTITY_REFUSED,
+                        format!("{why} {}", self.token_hint()),
+                        Some(json!({"rule": outcome["rule"]})),
+                    ))
+                }
+            }
+        }
         match self.listing(&mut caller).await {
             Ok(listing) => {
                 let tools = self.offered(&listing);
@@ -632,27 +667,18 @@ fn confirm_proposal_tool() -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(true))
 }
 
-/// What the person is asked: the proposal's text, and how to answer.
-fn question(text: &str, tier: i64) -> String {
-    if tier >= 3 {
-        format!("{text}\n\nTo approve, type the challenge word shown above, exactly, in the field \"word\". To refuse, decline.")
-    } else {
-        format!("{text}\n\nTo approve, tick \"confirm\" and accept. To refuse, decline.")
-    }
-}
-
-/// The form of the answer: a boolean at tiers 1 and 2, the challenge word at tier 3.
-fn answer_schema(tier: i64) -> ElicitationSchema {
+/// What the person is asked, and the form of their answer: the proposal's text with its own
+/// language's instruction for a form (a box to tick at tiers 1 and 2, the field for the challenge
+/// word at tier 3: `Language::for_a_form`), and a boolean `confirm` or a string `word` titled
+/// in that language.
+fn question(text: &str, tier: i64) -> (String, ElicitationSchema) {
+    let (asked, label) = toolgate_core::locale::Language::for_a_form(text, tier);
     let schema = if tier >= 3 {
-        json!({"type": "object", "properties": {"word": {
-            "type": "string", "title": "Challenge word", "description": "Type the challenge word shown in the message"
-        }}, "required": ["word"]})
+        json!({"type": "object", "properties": {"word": {"type": "string", "title": label}}, "required": ["word"]})
     } else {
-        json!({"type": "object", "properties": {"confirm": {
-            "type": "boolean", "title": "Confirm", "description": "Apply what the message describes"
-        }}, "required": ["confirm"]})
+        json!({"type": "object", "properties": {"confirm": {"type": "boolean", "title": label}}, "required": ["confirm"]})
     };
-    serde_json::from_value(schema).expect("a valid elicitation schema")
+    (asked, serde_json::from_value(schema).expect("a valid elicitation schema"))
 }
 
 /// The `proposal` claim of a compact JWS, read without verifying it (the gate verifies).
@@ -835,10 +861,17 @@ mod tests {
     }
 
     #[test]
-    fn answer_forms_are_valid() {
-        let s = serde_json::to_value(answer_schema(1)).unwrap();
-        assert_eq!(s["properties"]["confirm"]["type"], "boolean");
-        let s = serde_json::to_value(answer_schema(3)).unwrap();
+    fn answer_forms_are_valid_and_in_the_proposals_language() {
+        let (asked, form) = question("Fechar «742». Para confirmar, responda sim.", 1);
+        assert_eq!(asked, "Fechar «742». Para confirmar, marque «Confirmar» e aceite; para recusar, recuse.");
+        let s = serde_json::to_value(form).unwrap();
+        assert_eq!(
+            (&s["properties"]["confirm"]["type"], &s["properties"]["confirm"]["title"]),
+            (&json!("boolean"), &json!("Confirmar"))
+        );
+        let (asked, form) = question("Buy. To confirm, type exactly: CONFIRM-7Q", 3);
+        assert!(asked.ends_with("CONFIRM-7Q Type it in the field «Word»; to refuse, decline."), "{asked}");
+        let s = serde_json::to_value(form).unwrap();
         assert_eq!(s["required"], json!(["word"]));
     }
 }
