@@ -255,20 +255,22 @@ async fn checked(
             return (None, (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response());
         }
     };
-    let method = match parts.method {
+    // The method, and an initialize's parameters (who opens a session keeps them).
+    let (method, init) = match parts.method {
         axum::http::Method::POST => match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(message) => message["method"].as_str().unwrap_or("other").to_string(),
+            Ok(mut message) => {
+                let method = message["method"].as_str().unwrap_or("other").to_string();
+                let init = (method == "initialize").then(|| message["params"].take());
+                (method, init)
+            }
             Err(_) => {
                 metrics.refused("parse_error");
                 let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the body is not JSON"}});
                 return (None, (StatusCode::BAD_REQUEST, Json(error)).into_response());
             }
         },
-        ref other => other.as_str().to_string(),
+        ref other => (other.as_str().to_string(), None),
     };
-    let init = (method == "initialize")
-        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok().map(|m| m["params"].clone()))
-        .flatten();
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
     request.extensions_mut().insert(trace.clone());
     request.extensions_mut().insert(record.clone());

@@ -547,32 +547,30 @@ impl ServerHandler for ToolgateServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut caller = self.caller(&context).map_err(|e| McpError::invalid_request(e, None))?;
-        if caller.listing.is_none() {
-            // A token the gate refuses is the host's to fix, not an internal error: say so, and how.
-            let outcome =
-                self.gate.tools(&caller.identity).await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
-            match listing_of(&outcome) {
-                Ok(listing) => caller.listing = Some(Arc::new(listing)),
-                Err(why) => {
-                    return Err(McpError::new(
+        let caller = self.caller(&context).map_err(|e| McpError::invalid_request(e, None))?;
+        let listing = match &caller.listing {
+            Some(listing) => listing.clone(),
+            None => {
+                let outcome = self
+                    .gate
+                    .tools(&caller.identity)
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                // A token the gate refuses is the host's to fix, not an internal error: say so, and how.
+                Arc::new(listing_of(&outcome).map_err(|why| {
+                    McpError::new(
                         IDENTITY_REFUSED,
                         format!("{why} {}", self.token_hint()),
                         Some(json!({"rule": outcome["rule"]})),
-                    ))
-                }
+                    )
+                })?)
             }
+        };
+        let tools = self.offered(&listing);
+        if !self.is_http() {
+            self.remember(&tools);
         }
-        match self.listing(&mut caller).await {
-            Ok(listing) => {
-                let tools = self.offered(&listing);
-                if !self.is_http() {
-                    self.remember(&tools);
-                }
-                Ok(ListToolsResult::with_all_items(tools))
-            }
-            Err(e) => Err(McpError::internal_error(e, None)),
-        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(

@@ -45,15 +45,18 @@ pub struct Opening {
 
 /// A digest of a caller: the identity's issuer and subject, and their tenant.
 pub fn who(iss: &str, sub: &str, tenant: &str) -> String {
-    let digest = Sha256::digest(json!([iss, sub, tenant]).to_string());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    hex128(json!([iss, sub, tenant]).to_string().as_bytes())
 }
 
 /// The conversation of a session: `mcp-` and 32 hex digits of the id's digest (an id is longer
 /// than a conversation id may be).
 pub fn conversation_of(session: &str) -> String {
-    let digest = Sha256::digest(session.as_bytes());
-    format!("mcp-{}", digest.iter().take(16).map(|b| format!("{b:02x}")).collect::<String>())
+    format!("mcp-{}", hex128(session.as_bytes()))
+}
+
+/// The first 128 bits of the SHA-256 of `bytes`, as 32 hex digits.
+fn hex128(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Seals and opens session ids.
