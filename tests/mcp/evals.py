@@ -836,6 +836,8 @@ async def http_bearer_and_metadata(lab):
         async with httpx2.AsyncClient(timeout=30) as http:
             r = await http.post(url, json=ping, headers=head)
             check(r.status_code == 401, f"no token: HTTP {r.status_code}")
+            # Answered before its body was read: the connection is not reused for the next request.
+            check(r.headers.get("connection", "").lower() == "close", f"no token: Connection {r.headers.get('connection')!r}")
             challenge = r.headers.get("www-authenticate", "")
             meta_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
             named = "https://mcp.evals.test/.well-known/oauth-protected-resource/mcp"

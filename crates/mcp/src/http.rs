@@ -240,7 +240,7 @@ async fn checked(
     let token = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let Some(token) = token.map(String::from) else {
         metrics.refused("unauthorized");
-        return (None, unauthorized(shared, None));
+        return (None, unread_body(unauthorized(shared, None)));
     };
     // A body that is not JSON is JSON-RPC's parse error, as the client expects, not a bare 4xx.
     let (parts, body) = request.into_parts();
@@ -248,11 +248,17 @@ async fn checked(
         Ok(Ok(bytes)) => bytes,
         Ok(Err(_)) => {
             metrics.refused("too_large");
-            return (None, (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response());
+            return (
+                None,
+                unread_body((StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large").into_response()),
+            );
         }
         Err(_) => {
             metrics.refused("slow_body");
-            return (None, (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response());
+            return (
+                None,
+                unread_body((StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response()),
+            );
         }
     };
     // The method, and an initialize's parameters (who opens a session keeps them).
@@ -368,6 +374,14 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     if delete && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
+    response
+}
+
+/// An answer given before the request's body was read whole: the connection cannot carry another
+/// request (what is left of the body is still on it), so it says `Connection: close`. Without it a
+/// client may send its next request on a connection the server is closing, and see no answer.
+fn unread_body(mut response: Response) -> Response {
+    response.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
