@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod fixture;
 pub mod keys;
 pub mod load;
+pub mod login;
 pub mod observe;
 
 /// Errors of the command and its tests.

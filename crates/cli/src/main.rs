@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load};
+use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load, login};
 
 #[derive(Parser)]
 #[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
@@ -91,6 +91,62 @@ enum Command {
         /// sslmode says [default: the environment variable TOOLGATE_DATABASE_URL].
         #[arg(long, value_name = "CONNINFO_OR_URL")]
         database: Option<String>,
+    },
+    /// Sign in at the tenant's OpenID provider and write the token the gate reads to a file only
+    /// you can read (TOOLGATE_IDENTITY_TOKEN_FILE), refreshing it before it expires.
+    ///
+    /// By default the browser signs in (authorization code with PKCE, the provider redirecting
+    /// to 127.0.0.1; BROWSER names the program that opens the address, else it is printed);
+    /// --device prints an address and a code to type on any device instead. Beside the token,
+    /// FILE.login (also 0600) keeps the refresh token: --refresh uses it once, --keep goes on
+    /// refreshing until stopped (docs/identity.md).
+    #[command(after_help = "Exit status:\n  \
+        0  signed in, or refreshed (or not yet due)\n  \
+        1  refused: the person denied, the code expired, the provider no longer takes the refresh \
+        token; sign in again\n  \
+        2  a usage error, the provider unreachable or its answer unusable, a file unwritable")]
+    Login {
+        /// The provider's issuer URL, as its discovery document names it (https; http only on loopback).
+        #[arg(long, required_unless_present = "refresh", conflicts_with = "refresh")]
+        issuer: Option<String>,
+        /// The client registered at the provider for toolgate login (a public client: no secret).
+        #[arg(long, required_unless_present = "refresh", conflicts_with = "refresh")]
+        client_id: Option<String>,
+        /// Where the token goes [default: the environment variable TOOLGATE_IDENTITY_TOKEN_FILE].
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Sign in with a code typed on another device (RFC 8628) instead of this machine's browser.
+        #[arg(long, conflicts_with = "refresh")]
+        device: bool,
+        /// A scope to ask for beside openid (repeat); offline_access for a refresh token.
+        #[arg(long, default_values_t = ["offline_access".to_string()], conflicts_with = "refresh")]
+        scope: Vec<String>,
+        /// The API the access token is for (Auth0's audience parameter).
+        #[arg(long, conflicts_with = "refresh")]
+        audience: Option<String>,
+        /// Give the gate the ID token (audience: the client id) instead of the access token.
+        #[arg(long, conflicts_with = "refresh")]
+        id_token: bool,
+        /// More certificate authorities (PEM) for the provider's HTTPS, beside the Mozilla roots.
+        #[arg(long, value_name = "FILE", conflicts_with = "refresh")]
+        ca_file: Option<PathBuf>,
+        /// The loopback port the browser is sent back to (http://127.0.0.1:PORT/callback)
+        /// [default: any free port].
+        #[arg(long, default_value_t = 0, conflicts_with_all = ["refresh", "device"])]
+        port: u16,
+        /// Seconds to wait for the person to sign in.
+        #[arg(long, default_value_t = 300, conflicts_with = "refresh")]
+        wait: u64,
+        /// Refresh the token of --token-file if it is due, with the refresh token kept beside it.
+        #[arg(long)]
+        refresh: bool,
+        /// Refresh this many seconds before the token expires [default: a third of its lifetime,
+        /// at least 60].
+        #[arg(long, value_name = "SECONDS")]
+        before: Option<i64>,
+        /// Go on refreshing before each expiry until stopped (after signing in, or with --refresh).
+        #[arg(long)]
+        keep: bool,
     },
     /// Create database DBNAME afresh with seed 000's lab (the maintenance example, its tenants,
     /// logins and keys); the private keys go to KEYS/DBNAME/, only public halves to the database.
@@ -424,6 +480,76 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             let reply = runtime.block_on(confirm::submit(&database, &identity, &confirmation))?;
             println!("{reply}");
             return Ok(ExitCode::from(confirm::exit_status(&reply)));
+        }
+        Command::Login {
+            issuer,
+            client_id,
+            token_file,
+            device,
+            scope,
+            audience,
+            id_token,
+            ca_file,
+            port,
+            wait,
+            refresh,
+            before,
+            keep,
+        } => {
+            let token_file = token_file
+                .or_else(|| {
+                    std::env::var_os("TOOLGATE_IDENTITY_TOKEN_FILE").filter(|v| !v.is_empty()).map(PathBuf::from)
+                })
+                .ok_or("give --token-file or set TOOLGATE_IDENTITY_TOKEN_FILE")?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let outcome = runtime.block_on(async {
+                if refresh {
+                    match login::refresh(&token_file, before).await? {
+                        login::Refreshed::Written(expires) => {
+                            eprintln!("toolgate login: refreshed; the token expires at {}", login::when(expires))
+                        }
+                        login::Refreshed::NotDue(expires) => {
+                            eprintln!("toolgate login: not due; the token expires at {}", login::when(expires))
+                        }
+                    }
+                } else {
+                    let request = login::Request {
+                        issuer: issuer.expect("clap requires it"),
+                        client_id: client_id.expect("clap requires it"),
+                        scopes: scope,
+                        audience,
+                        kind: if id_token { login::Kind::Id } else { login::Kind::Access },
+                        ca_file,
+                    };
+                    let wait = std::time::Duration::from_secs(wait);
+                    let flow = if device {
+                        login::Flow::Device { wait }
+                    } else {
+                        login::Flow::Browser { browser: std::env::var("BROWSER").ok(), port, wait }
+                    };
+                    let (subject, expires) = login::sign_in(&request, flow, &token_file).await?;
+                    eprintln!(
+                        "toolgate login: signed in as {subject}; the token is in {} until {}",
+                        token_file.display(),
+                        login::when(expires)
+                    );
+                }
+                if keep {
+                    return Err(login::keep(&token_file, before).await);
+                }
+                Ok(())
+            });
+            return Ok(match outcome {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(login::Failure::Refused(m)) => {
+                    eprintln!("toolgate login: {m}; sign in again with toolgate login --issuer … --client-id …");
+                    ExitCode::from(1)
+                }
+                Err(login::Failure::Error(m)) => {
+                    eprintln!("toolgate login: {m}");
+                    ExitCode::from(2)
+                }
+            });
         }
         Command::Lab { host, port, dbname, keys } => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

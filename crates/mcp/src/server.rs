@@ -202,8 +202,9 @@ impl ToolgateServer {
         match &self.transport {
             Transport::Stdio(_) => {
                 "The person's identity token was refused (expired, revoked, or not for this server): put a fresh one \
-                 in the file TOOLGATE_IDENTITY_TOKEN_FILE names (the server reads it again before the next request), \
-                 then try again."
+                 in the file TOOLGATE_IDENTITY_TOKEN_FILE names (the server reads it again before the next request): \
+                 `toolgate login --refresh` renews one toolgate login wrote, `toolgate login` signs the person in \
+                 again. Then try again."
             }
             Transport::Http(_) => {
                 "The person's identity token was refused (expired, revoked, or not for this server): the host must \
