@@ -59,6 +59,41 @@ releases() { grep -Ev '^(#|[[:space:]]*$)' "$root/RELEASES"; }
 # release_commit VERSION: the commit VERSION was released from; nothing for a version not released.
 release_commit() { releases | awk -v v="$1" '$1 == v { print $2 }'; }
 
+# release_install VERSION LOG [ARG…]: build released VERSION from its commit (RELEASES) and
+# install its library and scripts into the PostgreSQL PG_CONFIG names, keeping the control file
+# that was there (a newer version's stays the default). Its source (git archive of the commit) and
+# its target directory are kept in TOOLGATE_UPGRADE_DIR (default target/upgrade): the first build
+# is a full compile. The build's output goes to LOG; ARGs go to `cargo pgrx install`. Returns 2 if
+# VERSION was not released or its commit is not in this clone, 1 if it does not build.
+release_install() {
+    local version=$1 build_log=$2 commit updir src control saved=""
+    shift 2
+    commit=$(release_commit "$version")
+    [ -n "$commit" ] || { log "$version is not in RELEASES" >&2; return 2; }
+    git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null ||
+        { log "commit $commit ($version) is not in this clone: fetch it (git fetch --unshallow)" >&2; return 2; }
+    updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-$root/target/upgrade}")
+    src=$updir/src-$version
+    if [ "$(cat "$src/.commit" 2>/dev/null)" != "$commit" ]; then
+        rm -rf "$src"
+        mkdir -p "$src"
+        git -C "$root" archive "$commit" | tar -x -C "$src"
+        echo "$commit" >"$src/.commit"
+    fi
+    control=$("$PG_CONFIG" --sharedir)/extension/pg_toolgate.control
+    if [ -f "$control" ]; then
+        saved=$(mktemp)
+        cp "$control" "$saved"
+    fi
+    log "building $version (commit ${commit:0:7}) in $updir/target-$version (a full compile the first time)"
+    (cd "$src" && CARGO_TARGET_DIR=$updir/target-$version cargo pgrx install --pg-config "$PG_CONFIG" "$@") \
+        >"$build_log" 2>&1 || { [ -z "$saved" ] || { cp "$saved" "$control"; rm -f "$saved"; }; return 1; }
+    if [ -n "$saved" ]; then
+        cp "$saved" "$control"
+        rm -f "$saved"
+    fi
+}
+
 # pg_dir PREFIX KIND: the PG_MAJOR directory of KIND (lib, share, include) under PREFIX (Debian's).
 pg_dir() { printf '%s/%s/postgresql/%s\n' "$1" "$2" "$PG_MAJOR"; }
 

@@ -47,7 +47,6 @@ OLD_COMMIT=$(release_commit "$OLD_VERSION")
 read -r -a versions <<<"${*:-$PG_MAJOR}"
 updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-target/upgrade}")
 old_src=$updir/src-$OLD_VERSION
-old_target=$updir/target-$OLD_VERSION
 make_work
 toolgate_cli
 export TOOLGATE_MINT=$root/pg_test/mint
@@ -64,16 +63,6 @@ harness_error() {
     exit 2
 }
 
-# 0.1.0's source, extracted once from the repository's history (a clone too shallow to hold the
-# commit cannot run this test).
-if [ "$(cat "$old_src/.commit" 2>/dev/null)" != "$OLD_COMMIT" ]; then
-    git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null ||
-        harness_error "commit $OLD_COMMIT ($OLD_VERSION) is not in this clone: fetch it (git fetch --unshallow)"
-    rm -rf "$old_src"
-    mkdir -p "$old_src"
-    git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$old_src"
-    echo "$OLD_COMMIT" >"$old_src/.commit"
-fi
 
 # q DB ARGS…: psql as the superuser into DB of the cluster under test.
 q() {
@@ -190,10 +179,12 @@ upgrade_test() {
     # The copy holds whatever the install it was made from has; start from no pg_toolgate at all.
     rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)"/pg_toolgate[.-]*so
     t=$SECONDS
-    log "building $OLD_VERSION in $old_target (a full compile the first time, cached after)"
-    (cd "$old_src" && CARGO_TARGET_DIR=$old_target cargo pgrx install --pg-config "$PG_CONFIG") \
-        >"$work/build-$OLD_VERSION-pg$v.log" 2>&1 ||
-        { cat "$work/build-$OLD_VERSION-pg$v.log" >&2; harness_error "$OLD_VERSION does not build"; }
+    # 0.1.0's source, extracted once from the repository's history (a clone too shallow to hold
+    # the commit cannot run this test), built in its own target directory, cached after.
+    release_install "$OLD_VERSION" "$work/build-$OLD_VERSION-pg$v.log" || case $? in
+        2) harness_error "$OLD_VERSION cannot be built from this clone" ;;
+        *) cat "$work/build-$OLD_VERSION-pg$v.log" >&2; harness_error "$OLD_VERSION does not build" ;;
+    esac
     log "$OLD_VERSION built and installed in $((SECONDS - t)) s"
 
     throwaway_cluster "pg$v" "${TOOLGATE_UPGRADE_PORT:-54461}"

@@ -2972,8 +2972,11 @@ BEGIN
     IF tool IS NOT NULL AND NOT EXISTS (SELECT 1 FROM toolgate.tools t WHERE t.tool = set_writes_enabled.tool) THEN
         RAISE EXCEPTION 'unknown tool %', tool USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF enabled AND NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE') THEN
-        RAISE EXCEPTION 'only toolgate_admin may turn writes on' USING ERRCODE = 'insufficient_privilege';
+    IF enabled AND NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'only an administrator of the gate in database % may turn writes on',
+                        pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate.administrators lists the roles whose members administer this database.';
     END IF;
     IF NOT pg_catalog.pg_has_role(who, 'toolgate_admin', 'USAGE')
        AND NOT pg_catalog.pg_has_role(who, 'toolgate_operator', 'USAGE') THEN

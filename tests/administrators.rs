@@ -100,6 +100,10 @@ async fn each_database_has_administrators_of_its_own() {
     let fixture_dba = one.connect(DBA).await.expect("the fixture's DBA");
     refused_with(&fixture_dba, "SELECT toolgate.set_writes_enabled(true)", SqlState::INSUFFICIENT_PRIVILEGE).await;
     alice.batch_execute("SELECT toolgate.set_writes_enabled(true)").await.expect("alice turns writes on");
+    // On-call's refusal names who may, not toolgate_admin, which no longer administers here.
+    let message =
+        refused_with(&oncall, "SELECT toolgate.set_writes_enabled(true)", SqlState::INSUFFICIENT_PRIVILEGE).await;
+    assert_eq!(message, format!("only an administrator of the gate in database {} may turn writes on", one.dbname));
 
     // Only the owner changes the list; removing a role takes its members' administration away.
     refused_with(&alice, "SELECT toolgate.add_administrator('toolgate_admin')", SqlState::INSUFFICIENT_PRIVILEGE).await;

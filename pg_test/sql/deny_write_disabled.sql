@@ -1,5 +1,5 @@
 -- The kill switch. On-call turns writes off (globally, or for one tool) and cannot turn them
--- back on; reads keep working; only toolgate_admin reopens.
+-- back on; reads keep working; only an administrator reopens.
 \set VERBOSITY terse
 \set sup `${TOOLGATE_MINT:?} id shopping-a user-17 supervisor`
 \set args '{"order_id": "748", "reason": "Inspeção validada", "idempotency_key": "switch-748-a"}'

@@ -8,5 +8,6 @@ SELECT jsonb_pretty(r) FROM toolgate.read_order(:'sup_b', '743') r;
 SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.read_order(:'sup_b', '74 3; DROP TABLE x') r;
 RESET ROLE;
 SELECT status FROM maintenance.work_orders WHERE order_id = '743';
--- Reads record the route and the count, not the content.
+-- Reads record the route, the order read and the count, not the content; a refused argument
+-- is not recorded.
 SELECT kind, tool, target, outcome, detail FROM toolgate.audit WHERE kind = 'read' AND tenant_id = 'shopping-b' ORDER BY audit_id;

@@ -452,6 +452,18 @@ pub fn tools(identity_token: Option<&str>) -> Reply {
     Reply::succeeded(json!({"tenant": who.tenant, "tools": tools}), summary)
 }
 
+/// What a read's audit row names as its target: the value of a read that takes one argument, a
+/// string or a number (read_order's `order_id`), once the schema has accepted it. A read of
+/// several arguments (a search) names none.
+fn read_target(args: &Value) -> Option<String> {
+    let mut fields = args.as_object()?.values();
+    match (fields.next(), fields.next()) {
+        (Some(Value::String(s)), None) => Some(s.clone()),
+        (Some(Value::Number(n)), None) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 fn run_defined_read(
     identity_token: Option<&str>,
     tool: &str,
@@ -462,6 +474,9 @@ fn run_defined_read(
     let who = identify(audit, identity_token, routed)?;
     let checked = contract::check_read(tool, args, audit);
     let args = audit.step(StepName::Contract, checked)?;
+    if let Some(target) = read_target(&args.value) {
+        audit.target(&target);
+    }
     let authorized = authorization::authorize_read(&who, tool, audit);
     audit.step(StepName::Authorization, authorized)?;
     let reader = binding::reader(tool).ok_or_else(|| Deny::new(Rule::ToolMisconfigured));
