@@ -28,6 +28,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
+# pgrx's home (its config.toml: the pg_config of each version) lives in the build directory, not
+# in ~/.pgrx: it names this clone's PostgreSQL 18, so it goes with the clone and no other clone
+# ever reads a path that is gone. .cargo/config.toml gives plain `cargo` commands the same home.
+export PGRX_HOME=${PGRX_HOME:-$root/target/pgrx}
 script=$(basename "$0" .sh)
 log_fd=1
 

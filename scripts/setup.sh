@@ -69,10 +69,15 @@ fi
 # other versions' lines, but it also stops that version's pgrx-managed server.
 for v in $PG_VERSIONS; do
     pg_version "$v"
-    if ! grep -q "^pg$v = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
+    if ! grep -q "^pg$v = \"$PG_CONFIG\"" "$PGRX_HOME/config.toml" 2>/dev/null; then
         cargo pgrx init "--pg$v" "$PG_CONFIG" >/dev/null
     fi
 done
+
+# A clone's commits get their subject checked as they are made (.githooks/commit-msg; ≤ 72).
+if [ -d .git ] || [ -f .git ]; then
+    git config core.hooksPath .githooks
+fi
 
 pg_version "$target_pg"
 scripts/install-extension.sh

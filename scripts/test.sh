@@ -33,8 +33,9 @@ make_work
 step "1/13 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-pgconn, toolgate-fake-erp)"
-cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-pgconn -p toolgate-fake-erp
+step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-pgconn, toolgate-erp-client, toolgate-fake-erp)"
+cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-pgconn -p toolgate-erp-client \
+    -p toolgate-fake-erp
 
 # suites MAJOR: steps 3 to 11 on PostgreSQL MAJOR, each on its own cluster (its port the first
 # free one from TOOLGATE_TEST_PORT), the build installed into that version's install.

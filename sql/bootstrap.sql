@@ -325,7 +325,10 @@ CREATE TABLE toolgate.audit (
     duration_us     bigint NOT NULL,
     PRIMARY KEY (tenant_id, audit_id)
 );
+-- The auditor's two commonest questions: what a tenant did over a time window, and what one tool
+-- did in a tenant over a time window (pg_test/sql/audit_indexes.sql shows each plan).
 CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
+CREATE INDEX audit_tenant_tool_at ON toolgate.audit (tenant_id, tool, at);
 CREATE SEQUENCE toolgate.audit_audit_id_seq AS bigint OWNED BY toolgate.audit.audit_id;
 
 CREATE FUNCTION toolgate.audit_is_append_only() RETURNS trigger

@@ -11,7 +11,7 @@ use toolgate_core::digest::ArgsKey;
 use toolgate_core::outcome::{Outcome, Reply};
 use toolgate_core::token::Identity;
 
-use crate::gate::{Deny, StepName};
+use crate::gate::step::{Deny, StepName};
 use crate::spi;
 
 thread_local! {

@@ -235,7 +235,7 @@ async fn https_on_the_listener_and_a_certificate_renewed_in_place() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(&format!("\"resource\":\"https://{addr}/mcp\"")), "{text}");
     // Plain HTTP to the TLS port gets no MCP answer.
-    let plain = toolgate_fake_erp::client::call(addr, "GET", "/healthz", &[], None, Duration::from_secs(5)).await;
+    let plain = toolgate_erp_client::call(addr, "GET", "/healthz", &[], None, Duration::from_secs(5)).await;
     assert!(plain.map(|r| r.status != 200).unwrap_or(true), "plain HTTP served on the TLS port");
 
     // Renewal: new files, SIGHUP; new connections get the new certificate, without a restart.

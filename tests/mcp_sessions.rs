@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
 use toolgate_cli::keys;
-use toolgate_fake_erp::client::Reply;
+use toolgate_erp_client::Reply;
 
 /// One request to `addr`'s /mcp as a stock host sends it: a bearer token, no conversation header,
 /// and the session id when there is one.
@@ -69,6 +69,13 @@ async fn a_session_is_the_conversation_any_process_serves_and_its_opener_owns() 
     let id = opened.header("mcp-session-id").expect("an Mcp-Session-Id on initialize").to_string();
     assert!(text(&opened).contains("\"protocolVersion\":\"2025-11-25\""), "{}", text(&opened));
     assert!(!text(&opened).contains("listChanged"), "over HTTP nobody hears a list change");
+    // One version: the server's, the extension's in this database, and Cargo's.
+    let extension: String = root.query_one("SELECT toolgate.version()->>'extension'", &[]).await.unwrap().get(0);
+    assert_eq!(extension, env!("CARGO_PKG_VERSION"), "the extension installed is this tree's");
+    let server_info = format!("\"serverInfo\":{{\"name\":\"toolgate\",\"version\":\"{extension}\"");
+    assert!(text(&opened).contains(&server_info), "serverInfo names another version: {}", text(&opened));
+    let said = std::process::Command::new(toolgate()).arg("--version").output().expect("toolgate --version");
+    assert_eq!(String::from_utf8_lossy(&said.stdout).trim(), format!("toolgate {extension}"));
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     assert_eq!(post(a.addr, &token, Some(&id), &initialized).await.status, 202);
 

@@ -162,7 +162,7 @@ async fn two_dispatchers_send_each_of_twenty_intents_once() {
     for i in 21..=30 {
         assert_eq!(outcome(&s.call(&format!("o{i}"), &format!("twenty-key-{i}")).await), ("PENDING", "-"));
     }
-    toolgate_fake_erp::client::call(s.erp.addr(), "POST", "/_fake/expire-tokens", &[], None, Duration::from_secs(2))
+    toolgate_erp_client::call(s.erp.addr(), "POST", "/_fake/expire-tokens", &[], None, Duration::from_secs(2))
         .await
         .unwrap();
     let (r1, r2) = tokio::join!(dispatch::run(&one), dispatch::run(&two));
@@ -1094,7 +1094,7 @@ impl Setup {
 
 /// GET `path` on the dispatcher's listener: (status, body).
 async fn scrape(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    match toolgate_fake_erp::client::call(addr, "GET", path, &[], None, Duration::from_secs(2)).await {
+    match toolgate_erp_client::call(addr, "GET", path, &[], None, Duration::from_secs(2)).await {
         Ok(reply) => (reply.status, String::from_utf8_lossy(&reply.body).into_owned()),
         Err(_) => (0, String::new()),
     }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::Identity;
 
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::audit::Audit;
 use crate::config::{cached, Cache};
 use crate::spi;

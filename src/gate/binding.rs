@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use std::cell::RefCell;
 use toolgate_core::outcome::Rule;
 
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::config::{cached, Cache};
 use crate::{context, spi};
 

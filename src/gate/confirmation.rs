@@ -11,7 +11,7 @@ use super::authorization::Policy;
 use super::contract::Checked;
 use super::domain::{self, Intent};
 use super::identity::{refused, registered_key};
-use super::{clock, Deny, Step};
+use super::step::{clock, Deny, Step};
 use crate::{context, spi};
 
 /// Store a proposal, superseding the live one of this person's conversation, and return what the

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use toolgate_core::contract::{self, Contract, Violation};
 
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::audit::{self, Audit};
 use crate::config::{cached, Cache};
 use crate::spi;

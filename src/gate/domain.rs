@@ -13,9 +13,10 @@ use toolgate_core::token::Identity;
 
 use super::authorization::Policy;
 use super::binding::{self, ctx, misconfigured, Binding};
+use super::consent;
 use super::contract::Checked;
 use super::scope::{invoke, refusal};
-use super::{consent, Deny, Step};
+use super::step::{Deny, Step};
 use crate::spi;
 
 /// What a call is about, as the ERP has it now: found (and locked) by the tool's target function.

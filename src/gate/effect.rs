@@ -10,7 +10,7 @@ use super::authorization::writes_enabled;
 use super::binding::{self, check, ctx, Binding, Outbox};
 use super::domain::{Found, Intent, Valued};
 use super::scope::{invoke, refusal, scoped};
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::{context, spi};
 
 /// Apply `intent`. The DBA's statements cannot carry the kill switch: it is read now, under the

@@ -12,7 +12,7 @@ use toolgate_core::outcome::{ProposalView, Reply, Rule};
 use toolgate_core::token::Identity;
 
 use super::contract::Checked;
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::jsonb::Jsonb;
 use crate::{spi, xactlock};
 

@@ -18,7 +18,7 @@ use toolgate_core::issuer::{self, Issuer};
 use toolgate_core::outcome::Rule;
 use toolgate_core::token::{self, Clock, Identity, KeyPurpose, RegisteredKey, TokenError};
 
-use super::{clock, Deny, Step};
+use super::step::{clock, Deny, Step};
 use crate::config::{cached, Cache};
 use crate::error::AdminError;
 use crate::spi;

@@ -6,7 +6,7 @@
 use serde_json::json;
 use toolgate_core::outcome::Rule;
 
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::spi;
 
 /// Consume one call of `limit` (no limit: nothing to count). The calls used so far, after this one.

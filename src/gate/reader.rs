@@ -7,7 +7,7 @@ use toolgate_core::outcome::Rule;
 
 use super::binding::{check_tool, misconfigured, reader_ctx, Reader};
 use super::scope::{invoke, scoped};
-use super::{Deny, Step};
+use super::step::{Deny, Step};
 use crate::context;
 
 /// Run the reader: what it returns, with the strings at its untrusted pointers marked, and how

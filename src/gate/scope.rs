@@ -9,7 +9,8 @@ use std::cell::Cell;
 use toolgate_core::outcome::Rule;
 
 use super::binding::misconfigured;
-use super::{fmgr, Deny, Step, StepName};
+use super::fmgr;
+use super::step::{Deny, Step, StepName};
 use crate::audit::Audit;
 use crate::subxact::{self, Failure};
 

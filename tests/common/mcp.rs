@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use toolgate_cli::fixture::APP;
-use toolgate_fake_erp::client::{self, Reply};
+use toolgate_erp_client::{self as client, Reply};
 
 use super::toolgate;
 

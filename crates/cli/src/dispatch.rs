@@ -80,7 +80,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio_postgres::Client;
 use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
-use toolgate_fake_erp::client::{CallError, Reply};
+use toolgate_erp_client::{CallError, Reply};
 
 use crate::{db, Result};
 

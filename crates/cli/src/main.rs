@@ -7,7 +7,7 @@ use toolgate_cli::db::Server;
 use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load, login};
 
 #[derive(Parser)]
-#[command(name = "toolgate", about = "Keys, tokens and the demo of pg_toolgate")]
+#[command(name = "toolgate", version, about = "Keys, tokens and the demo of pg_toolgate")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -14,7 +14,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod client;
 pub mod fault;
 mod http;
 mod state;

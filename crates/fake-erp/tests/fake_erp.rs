@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use toolgate_fake_erp::client::{self, CallError, Reply};
+use toolgate_erp_client::{self as client, CallError, Reply};
 use toolgate_fake_erp::{Config, FakeErp, Fault, Matcher, Settings};
 
 /// Limits no test reaches unless it means to.

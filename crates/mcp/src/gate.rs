@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use toolgate_pgconn::{describe, Database};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PoolStatus};
 
 /// Why a statement gave no outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,15 +85,6 @@ pub struct PoolSize {
     pub queue: usize,
     /// `TOOLGATE_POOL_WAIT`: the longest a request waits for a connection.
     pub wait: Duration,
-}
-
-/// What a pool holds now, for `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolStatus {
-    pub size: usize,
-    pub max_size: usize,
-    pub in_use: usize,
-    pub waiting: usize,
 }
 
 /// The connections to the gate.

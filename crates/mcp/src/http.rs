@@ -24,18 +24,13 @@ use std::time::{Duration, Instant};
 use crate::config::Http;
 use crate::gate::{GateError, RequestRecord};
 use crate::listings::Listings;
+use crate::request::{bearer, Trace};
 use crate::server::{listing_of, unverified_claims, ToolgateServer, Verified};
 use crate::session::{self, Opening, SealedSessions, SealedStore, Sealer, OPENING};
 use tower::ServiceExt;
 
 /// How long an `Mcp-Session-Id` opens after `initialize`.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-
-/// The token of an `Authorization: Bearer <token>` header value.
-pub fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    Some(token.trim()).filter(|t| scheme.eq_ignore_ascii_case("bearer") && !t.is_empty())
-}
 
 /// Where RFC 9728 puts the metadata of `resource`: `/.well-known/oauth-protected-resource`
 /// inserted between its origin and its path.
@@ -199,32 +194,6 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
         "request"
     );
     response
-}
-
-/// A request's trace id: its `traceparent`'s (W3C Trace Context), or a fresh one.
-#[derive(Clone, Debug)]
-pub struct Trace(pub String);
-
-impl Trace {
-    fn of(traceparent: Option<&str>) -> Trace {
-        let given = traceparent.and_then(|t| {
-            let mut parts = t.trim().split('-');
-            let (version, id) = (parts.next()?, parts.next()?);
-            let hex = |s: &str| s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            (version.len() == 2
-                && hex(version)
-                && version != "ff"
-                && id.len() == 32
-                && hex(id)
-                && id.bytes().any(|b| b != b'0'))
-            .then(|| id.to_string())
-        });
-        Trace(given.unwrap_or_else(|| {
-            let mut bytes = [0u8; 16];
-            let _ = getrandom::fill(&mut bytes);
-            bytes.iter().map(|b| format!("{b:02x}")).collect()
-        }))
-    }
 }
 
 /// `check_bearer`'s work: the MCP method (when the body names one) and the answer.
@@ -450,15 +419,6 @@ async fn protected_resource(State(shared): State<Arc<Shared>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_tokens_are_read() {
-        assert_eq!(bearer("Bearer abc.def.ghi"), Some("abc.def.ghi"));
-        assert_eq!(bearer("bearer  t "), Some("t"));
-        assert_eq!(bearer("Basic dXNlcg=="), None);
-        assert_eq!(bearer("Bearer "), None);
-        assert_eq!(bearer("Bearer"), None);
-    }
 
     #[test]
     fn metadata_sits_before_the_path() {

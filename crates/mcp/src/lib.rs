@@ -14,6 +14,7 @@ pub mod gate;
 pub mod http;
 pub mod listings;
 pub mod metrics;
+pub mod request;
 pub mod server;
 pub mod session;
 pub mod tls;

@@ -11,8 +11,6 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::time::Duration;
 
-use crate::gate::PoolStatus;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Method {
     method: String,
@@ -34,6 +32,15 @@ type Latencies = Family<Method, Histogram, fn() -> Histogram>;
 fn latency_histogram() -> Histogram {
     // 0.5 ms to about 33 s.
     Histogram::new(exponential_buckets(0.0005, 2.0, 17))
+}
+
+/// What a pool holds now, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub size: usize,
+    pub max_size: usize,
+    pub in_use: usize,
+    pub waiting: usize,
 }
 
 /// The server's counters.

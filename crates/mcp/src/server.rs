@@ -157,7 +157,7 @@ impl ToolgateServer {
                     parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
                 };
                 let identity = header("authorization")
-                    .and_then(crate::http::bearer)
+                    .and_then(crate::request::bearer)
                     .ok_or("a request without a bearer token")?
                     .to_string();
                 // The gate keys a conversation by tenant and person too: two people naming the
@@ -172,7 +172,7 @@ impl ToolgateServer {
                     listing: parts.extensions.get::<Verified>().map(|v| v.0.clone()),
                     header_message: header("toolgate-channel-message").map(String::from),
                     session: session.is_some(),
-                    trace: parts.extensions.get::<crate::http::Trace>().map(|t| t.0.clone()),
+                    trace: parts.extensions.get::<crate::request::Trace>().map(|t| t.0.clone()),
                     record: parts.extensions.get::<Arc<RequestRecord>>().cloned(),
                 })
             }

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::TlsConnector;
-use toolgate_fake_erp::client::{CallError, Reply};
+use toolgate_erp_client::{CallError, Reply};
 
 /// Why a request was not sent at all: it cannot be written as HTTP (a header value with a line
 /// break, a path that is not a URI path).

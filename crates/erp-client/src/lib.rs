@@ -1,6 +1,8 @@
-//! A small HTTP/1.1 client over a TCP stream, one request per connection, enough for tests to talk
-//! to the fake (and to tell a timeout from a connection closed without an answer, which a general
-//! client reports alike).
+//! An ERP's answer as the dispatcher reads it (`Reply`) and why there was none (`CallError`), and a
+//! small HTTP/1.1 client over a TCP stream, one request per connection, enough for tests to talk
+//! to an ERP (and to tell a timeout from a connection closed without an answer, which a general
+//! client reports alike). The dispatcher (`toolgate dispatch`) sends with its own kept
+//! connections and answers in these types; the fake ERP's tests use the client.
 
 use serde_json::Value;
 use std::fmt;
