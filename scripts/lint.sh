@@ -21,6 +21,9 @@
 #   7. subjects: every commit this branch adds over main (origin/main where there is one; nothing
 #      on main itself) has a subject of 72 characters or fewer, as .githooks/commit-msg asks at
 #      each commit; the history before is left as it is
+#   8. meta: META.json (PGXN's distribution metadata) passes PGXN's own validator, pgxn_meta
+#      (scripts/setup.sh installs it), and names the workspace's version for the distribution and
+#      for the extension it provides
 #
 #   scripts/lint.sh                 # every step
 #   scripts/lint.sh shellcheck …    # these steps only, in the order given
@@ -195,12 +198,26 @@ lint_subjects() {
     return "$bad"
 }
 
+lint_meta() {
+    command -v pgxn_meta >/dev/null || { log "no pgxn_meta: scripts/setup.sh installs it" >&2; return 1; }
+    pgxn_meta META.json || return 1
+    local cargo meta
+    cargo=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+    meta=$(python3 -c 'import json; m = json.load(open("META.json"))
+print(m["version"], m["provides"]["pg_toolgate"]["version"])')
+    if [ "$meta" != "$cargo $cargo" ]; then
+        log "META.json names version(s) $meta; the workspace (Cargo.toml) is $cargo" >&2
+        return 1
+    fi
+    log "META.json: $cargo, as Cargo.toml says"
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases docs mutants subjects)
+[ ${#steps[@]} -gt 0 ] || steps=(fmt shellcheck clippy releases docs mutants subjects meta)
 for s in "${steps[@]}"; do
     case $s in
-    fmt | shellcheck | clippy | releases | docs | mutants | subjects) ;;
-    *) log "no step $s (fmt, shellcheck, clippy, releases, docs, mutants, subjects)" >&2; exit 2 ;;
+    fmt | shellcheck | clippy | releases | docs | mutants | subjects | meta) ;;
+    *) log "no step $s (fmt, shellcheck, clippy, releases, docs, mutants, subjects, meta)" >&2; exit 2 ;;
     esac
 done
 for s in "${steps[@]}"; do

