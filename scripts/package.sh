@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Debian packages of pg_toolgate, named and laid out as PGDG names its extensions:
+#
+#   postgresql-NN-pg-toolgate_VERSION-1_ARCH.deb   for each PostgreSQL major NN built: the library
+#       (/usr/lib/postgresql/NN/lib/pg_toolgate-VERSION.so) and the control file and SQL scripts
+#       (/usr/share/postgresql/NN/extension/), Depends: postgresql-NN
+#   toolgate_VERSION-1_ARCH.deb                     the `toolgate` command (/usr/bin/toolgate), the
+#       systemd units of the MCP server and the dispatcher (/lib/systemd/system/), their example
+#       environment files (/etc/toolgate/*.env.example), and the units' system users, made by
+#       postinst; installing starts nothing
+#
+# and SHA256SUMS beside them, in OUT (default target/packages). Built with the standard tools:
+# `cargo pgrx package` (release) for each major, `cargo build --release` for the command, and
+# `dpkg-deb`. Reproducible: the same commit gives byte-identical packages. Every timestamp is the
+# commit's (SOURCE_DATE_EPOCH), the owners root, the build's paths remapped out of the binaries
+# (--remap-path-prefix), the build in a target directory of its own (target/package).
+#
+#   scripts/package.sh                    every major of PG_VERSIONS (lib.sh) and the command
+#   scripts/package.sh 15                 the extension for 15 only, and the command
+#   scripts/package.sh --check-reproducible
+#                                         build everything twice, the second time from an empty
+#                                         target directory, and compare the packages byte for byte
+#                                         (two full release builds: the better part of an hour)
+#
+# The packages of a tree with uncommitted changes are built, but say so (their version gets
+# "+dirty"): what ships comes from a commit. scripts/package-test.sh installs them and checks.
+# Environment: PACKAGE_OUT (OUT), PACKAGE_TARGET_DIR (target/package), PACKAGE_REVISION (1),
+# PACKAGE_MAINTAINER (the packages' Maintainer: a name and a mailbox; a placeholder by default).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
+
+check=false
+majors=()
+for arg in "$@"; do
+    case $arg in
+    --check-reproducible) check=true ;;
+    1[0-9]) majors+=("$arg") ;;
+    *) log "usage: package.sh [--check-reproducible] [MAJOR…]" >&2; exit 2 ;;
+    esac
+done
+[ ${#majors[@]} -gt 0 ] || read -r -a majors <<<"$PG_VERSIONS"
+
+out=$(realpath -m "${PACKAGE_OUT:-target/packages}")
+target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-target/package}")
+revision=${PACKAGE_REVISION:-1}
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+[ -n "$version" ] || { log "no [workspace.package] version in Cargo.toml" >&2; exit 2; }
+git diff --quiet HEAD -- 2>/dev/null || { version=$version+dirty; log "uncommitted changes: the packages say $version"; }
+arch=$(dpkg --print-architecture)
+export SOURCE_DATE_EPOCH
+SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
+# Whoever builds a release names themselves; the default names no one's mailbox (.invalid).
+maintainer=${PACKAGE_MAINTAINER:-pg_toolgate authors <maintainers@pg-toolgate.invalid>}
+sysroot=$(rustc --print sysroot)
+
+# doc_files DIR PACKAGE: the copyright and the Debian changelog every package carries.
+doc_files() {
+    local doc=$1/usr/share/doc/$2
+    mkdir -p "$doc"
+    {
+        echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+        echo "Upstream-Name: pg_toolgate"
+        echo
+        echo "Files: *"
+        echo "Copyright: 2026 the pg_toolgate authors"
+        echo "License: MIT"
+        sed 's/^$/./; s/^/ /' LICENSE | tail -n +3
+    } >"$doc/copyright"
+    {
+        echo "$2 ($version-$revision) unstable; urgency=medium"
+        echo
+        echo "  * pg_toolgate $version: CHANGELOG.md of the source tells what changed."
+        echo
+        echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+    } | gzip -9n >"$doc/changelog.Debian.gz"
+}
+
+# deb DIR: DIR (its DEBIAN/control written) as a package in $1/../NAME_VERSION_ARCH.deb.
+deb() {
+    local dir=$1 name
+    name=$(sed -n 's/^Package: //p' "$dir/DEBIAN/control")
+    # The control file's Installed-Size, in KiB, of what the package installs.
+    echo "Installed-Size: $(du -sk --exclude=DEBIAN "$dir" | cut -f1)" >>"$dir/DEBIAN/control"
+    find "$dir" -type d -exec chmod 0755 {} +
+    dpkg-deb --root-owner-group -Zxz --build "$dir" "$stage/${name}_${version}-${revision}_${arch}.deb" >/dev/null
+}
+
+# build STAGE: every package into STAGE.
+build() {
+    stage=$1
+    # The binaries name no path of this machine: the tree, the target directory, cargo's registry
+    # and the toolchain (the last prefix that matches wins).
+    export CARGO_TARGET_DIR=$target_dir
+    export RUSTFLAGS="--remap-path-prefix=$root=/build/pg_toolgate --remap-path-prefix=$target_dir=/build/target --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/build/cargo --remap-path-prefix=$sysroot=/build/rust"
+    rm -rf "$stage"
+    mkdir -p "$stage"
+    local v pkg dir lib share
+    for v in "${majors[@]}"; do
+        pg_version "$v"
+        [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
+        pkg=postgresql-$v-pg-toolgate
+        log "building $pkg (cargo pgrx package, release, PostgreSQL $v)"
+        cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/pgrx-$v" >"$stage/build-$v.log" 2>&1 ||
+            { tail -30 "$stage/build-$v.log" >&2; exit 1; }
+        # pgrx lays the files out as this PostgreSQL's pg_config says; a package puts them where
+        # Debian's postgresql-NN has them, whatever PostgreSQL built it (18 is a relocated copy here).
+        lib=$stage/pgrx-$v$("$PG_CONFIG" --pkglibdir)
+        share=$stage/pgrx-$v$("$PG_CONFIG" --sharedir)/extension
+        dir=$stage/$pkg
+        mkdir -p "$dir/DEBIAN" "$dir/usr/lib/postgresql/$v/lib" "$dir/usr/share/postgresql/$v/extension"
+        install -m 0644 "$lib"/pg_toolgate-*.so "$dir/usr/lib/postgresql/$v/lib/"
+        strip --strip-unneeded "$dir/usr/lib/postgresql/$v/lib/"pg_toolgate-*.so
+        install -m 0644 "$share"/pg_toolgate* "$dir/usr/share/postgresql/$v/extension/"
+        doc_files "$dir" "$pkg"
+        cat >"$dir/DEBIAN/control" <<EOF
+Package: $pkg
+Version: $version-$revision
+Architecture: $arch
+Maintainer: $maintainer
+Depends: postgresql-$v, libc6, libgcc-s1
+Section: database
+Priority: optional
+Homepage: https://pgxn.org/dist/pg_toolgate/
+Description: guardrails for the writes an LLM agent proposes, in PostgreSQL $v
+ pg_toolgate runs the whole gate of an agent's tool call in one transaction:
+ identity from a signed token, a strict schema, tenant and role authorization,
+ quotas, human confirmation bound to what is applied, idempotency, the effect
+ on the DBA's own tables and an audit row without secrets.
+ .
+ This package holds the extension for PostgreSQL $v.
+EOF
+        deb "$dir"
+    done
+
+    log "building toolgate (cargo build --release)"
+    cargo build --release --locked -p toolgate-cli >"$stage/build-cli.log" 2>&1 || { tail -30 "$stage/build-cli.log" >&2; exit 1; }
+    dir=$stage/toolgate
+    mkdir -p "$dir/DEBIAN" "$dir/usr/bin" "$dir/lib/systemd/system" "$dir/etc/toolgate"
+    install -m 0755 "$target_dir/release/toolgate" "$dir/usr/bin/toolgate"
+    strip --strip-unneeded "$dir/usr/bin/toolgate"
+    install -m 0644 packaging/systemd/toolgate-mcp.service packaging/systemd/toolgate-dispatch.service "$dir/lib/systemd/system/"
+    install -m 0644 packaging/env/mcp.env.example packaging/env/dispatch.env.example "$dir/etc/toolgate/"
+    doc_files "$dir" toolgate
+    cat >"$dir/DEBIAN/control" <<EOF
+Package: toolgate
+Version: $version-$revision
+Architecture: $arch
+Maintainer: $maintainer
+Depends: adduser, libc6, libgcc-s1
+Section: database
+Priority: optional
+Homepage: https://pgxn.org/dist/pg_toolgate/
+Description: pg_toolgate's services: its MCP server and outbox dispatcher
+ The toolgate command: toolgate mcp serves agent hosts over MCP (stdio or
+ Streamable HTTP), toolgate dispatch delivers the outbox's intents to ERPs
+ behind HTTP, toolgate login keeps a person's identity token, and keys,
+ tokens and confirmations for the DBA. The systemd units are installed,
+ neither enabled nor started.
+EOF
+    printf '/etc/toolgate/mcp.env.example\n/etc/toolgate/dispatch.env.example\n' >"$dir/DEBIAN/conffiles"
+    install -m 0755 packaging/debian/toolgate.postinst "$dir/DEBIAN/postinst"
+    deb "$dir"
+
+    (cd "$stage" && sha256sum -- *.deb >SHA256SUMS)
+}
+
+build "$out"
+log "packages in $out:"
+sed 's/^/  /' "$out/SHA256SUMS"
+if $check; then
+    log "again, from an empty target directory ($target_dir-again), to compare"
+    first=$out
+    target_dir=$target_dir-again
+    rm -rf "$target_dir"
+    build "$out-again"
+    if cmp -s "$first/SHA256SUMS" "$out-again/SHA256SUMS"; then
+        log "reproducible: both builds gave byte-identical packages"
+    else
+        log "NOT reproducible:" >&2
+        diff "$first/SHA256SUMS" "$out-again/SHA256SUMS" >&2 || true
+        exit 1
+    fi
+fi
