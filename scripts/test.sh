@@ -15,8 +15,9 @@
 #      played locally (scripts/walkthroughs.sh; PostgreSQL 16 and newer, whose psql has \bind)
 #   9. the short load with invariants: 32 connections, 2000 calls
 #  10. the benchmark's smoke run, so the benchmark cannot rot
-#  11. the upgrade test (scripts/upgrade-test.sh): 0.1.0 built, filled, updated to this tree's
-#      version, its rows, calls and catalogue checked against a fresh install
+#  11. the upgrade test (scripts/upgrade-test.sh): 0.1.0 built and filled, updated through each
+#      release to this tree's version and to it at once, its rows, calls and catalogue checked
+#      against a fresh install
 # and once, on PostgreSQL 15:
 #  12. the scale-out suite (scripts/citus.sh): Citus built from its source (../shared/citus) unless
 #      installed, a coordinator and two workers, both examples distributed by tenant, the
@@ -27,6 +28,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 scripts/setup.sh
 read -r -a versions <<<"${TOOLGATE_PG_VERSIONS:-$PG_VERSIONS}"
+# A run from a fresh clone fills some 25 GiB of build directories (target/): say what is free, so
+# that a run stopped by a full disk is recognised as such at once.
+free_gb=$(df -Pk "$root" | awk 'NR == 2 { print int($4 / 1048576) }')
+log "disk: $free_gb GiB free where the tree is"
+[ "$free_gb" -ge 30 ] || log "warning: a run from a fresh clone needs some 25 GiB of build directories (target/); $free_gb GiB are free"
 toolgate_cli
 make_work
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The upgrade test: version 0.1.0 (its commit in RELEASES) built and installed into a private
-# PostgreSQL copy, a database filled through its entry points with real tokens
-# (tests/upgrade/fill.sql), then the current tree installed over it and
-# `ALTER EXTENSION pg_toolgate UPDATE` run in that database. Then it checks, printing each check:
+# PostgreSQL copy, databases filled through its entry points with real tokens
+# (tests/upgrade/fill.sql). Database `before` then takes every later release in turn (each built
+# from its commit in RELEASES, installed beside the others, `ALTER EXTENSION pg_toolgate UPDATE TO`
+# it, a read checked), as a DBA who updated at every release did; then the current tree is
+# installed and `before` updated to it from the last release, while database `chain` goes from
+# 0.1.0 to it in one `ALTER EXTENSION pg_toolgate UPDATE` (PostgreSQL runs each version's script on
+# the way). Then it checks, printing each check, in both databases:
 #   1. the extension's version is the current tree's;
 #   2. every configuration and history table kept its rows (count and content; the tables of
 #      tool definitions may gain rows, the DBA's own stay unchanged);
@@ -13,24 +17,25 @@
 #      of a type pg_upgrade refuses;
 #   5. calls go on working (tests/upgrade/after.sql): a read, a retry of a settled call, a proposal
 #      made before the update confirmed, closes at tier 1 and 0, a purchase, a DBA's own tool;
-#   6. a second database filled the same way and left at 0.1.0 goes on answering after the new
-#      library is installed (each version's library is a file of its own), on 0.1.0's library;
+#   6. a database filled the same way and left at 0.1.0 goes on answering after the new
+#      libraries are installed (each version's library is a file of its own), on 0.1.0's library;
 #   7. the catalogue (tests/upgrade/catalogue.sql) is identical to a fresh CREATE EXTENSION's in
-#      a second database of the same cluster (the diff is printed otherwise: "-" lines are what a
+#      another database of the same cluster (the diff is printed otherwise: "-" lines are what a
 #      fresh install has and the update does not make, "+" lines what the update leaves that a
 #      fresh install has not), and every row a fresh install ships is in the updated database;
-#      that database then loads examples/maintenance/maintenance.sql (as the new version was
-#      released, if it was: RELEASES), and the schema maintenance the update made must be identical
-#      to the one the example builds.
+#      that database then loads examples/maintenance/maintenance.sql (as 0.2.0, whose script moved
+#      the ERP, released it: RELEASES), and the schema maintenance the update made must be
+#      identical to the one the example builds.
 #
 #   scripts/upgrade-test.sh            on PostgreSQL TOOLGATE_PG (default 15)
 #   scripts/upgrade-test.sh 15 18      on each version in turn
 #
 # Nothing is installed into the system's PostgreSQL: each version gets a private copy in the work
-# directory (scripts/private-pg.sh), 0.1.0's build first, then the current tree's (which
-# `cargo pgrx install` builds in the usual target directory, with sql/pg_toolgate--*--*.sql).
-# 0.1.0's source (git archive of OLD_COMMIT) and its own target directory are kept in
-# TOOLGATE_UPGRADE_DIR (default target/upgrade) across runs: the first build is a full compile.
+# directory (scripts/private-pg.sh), 0.1.0's build first, each later release's, then the current
+# tree's (which `cargo pgrx install` builds in the usual target directory, with
+# sql/pg_toolgate--*--*.sql). Each release's source (git archive of its commit) and its own
+# target directory are kept in TOOLGATE_UPGRADE_DIR (default target/upgrade) across runs: the
+# first build of each is a full compile.
 #
 # Environment: TOOLGATE_UPGRADE_DIR, TOOLGATE_UPGRADE_PORT (first port tried, 54461),
 # TOOLGATE_KEEP=1 (keep the work directory: logs, row dumps, catalogues), TOOLGATE_BIN.
@@ -43,6 +48,17 @@ cd "$root"
 OLD_VERSION=0.1.0
 OLD_COMMIT=$(release_commit "$OLD_VERSION")
 [ -n "$OLD_COMMIT" ] || { log "$OLD_VERSION is not in RELEASES" >&2; exit 2; }
+
+# The version of this tree, updated to; the releases between (each installed in turn for database
+# before); the version whose update script moved the built-in ERP into the schema maintenance.
+new_version=$(tree_version)
+between=()
+while read -r r _; do
+    [ "$r" = "$OLD_VERSION" ] || [ "$r" = "$new_version" ] || between+=("$r")
+done < <(releases | sed -n "/^$OLD_VERSION /,\$p")
+ERP_MOVED_IN=0.2.0
+# before: 0.1.0, then each release in turn, then this tree; chain: 0.1.0 to this tree at once.
+databases=(before chain)
 
 read -r -a versions <<<"${*:-$PG_MAJOR}"
 updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-target/upgrade}")
@@ -110,20 +126,21 @@ tables=(
 )
 erp_tables=(work_orders parts cost_centers purchases close_requests)
 
-# snapshot DIR: every table's columns and rows as 0.1.0 has them, and its row count printed.
+# snapshot DIR DB: every table's columns and rows as database DB has them under 0.1.0, and its
+# row count printed.
 snapshot() {
-    local dir=$1 spec name mode after cond counts=()
+    local dir=$1 db=$2 spec name mode after cond counts=()
     mkdir -p "$dir"
     for spec in "${tables[@]}"; do
         read -r name mode after cond <<<"$spec"
-        q before -c "SELECT pg_catalog.array_agg(attname ORDER BY attnum)::text FROM pg_catalog.pg_attribute
+        q "$db" -c "SELECT pg_catalog.array_agg(attname ORDER BY attnum)::text FROM pg_catalog.pg_attribute
                       WHERE attrelid = 'toolgate.$name'::pg_catalog.regclass AND attnum > 0 AND NOT attisdropped" \
             >"$dir/$name.cols"
-        rows before "toolgate.$name" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.before"
+        rows "$db" "toolgate.$name" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.before"
         counts+=("$name $(wc -l <"$dir/$name.before")")
     done
-    log "rows under $OLD_VERSION: $(printf '%s, ' "${counts[@]}" | sed 's/, $//')"
-    in_force before >"$dir/in_force.before"
+    log "rows of database $db under $OLD_VERSION: $(printf '%s, ' "${counts[@]}" | sed 's/, $//')"
+    in_force "$db" >"$dir/in_force.before"
 }
 
 # in_force DB: each tool's schema version in force.
@@ -131,11 +148,11 @@ in_force() {
     q "$1" -c "SELECT tool || ' ' || max(version) FROM toolgate.tool_schemas GROUP BY tool ORDER BY tool"
 }
 
-# compare DIR: each table's rows after the update against its snapshot, and each tool's schema
-# in force (a tool the update binds keeps the version it had, a DBA's included).
+# compare DIR DB: each table's rows in database DB after the update against its snapshot, and
+# each tool's schema in force (a tool the update binds keeps the version it had, a DBA's included).
 compare() {
-    local dir=$1 spec name mode after cond before_n after_n lost added
-    in_force before >"$dir/in_force.after"
+    local dir=$1 db=$2 spec name mode after cond before_n after_n lost added
+    in_force "$db" >"$dir/in_force.after"
     if [ -z "$(LC_ALL=C comm -23 "$dir/in_force.before" "$dir/in_force.after")" ]; then
         ok "every tool keeps its schema version in force ($(paste -sd, "$dir/in_force.before"))"
     else
@@ -143,11 +160,11 @@ compare() {
     fi
     for spec in "${tables[@]}"; do
         read -r name mode after cond <<<"$spec"
-        if [ -z "$(q before -c "SELECT pg_catalog.to_regclass('$after')")" ]; then
+        if [ -z "$(q "$db" -c "SELECT pg_catalog.to_regclass('$after')")" ]; then
             fail "$after: no such table after the update (toolgate.$name had $(wc -l <"$dir/$name.before") rows)"
             continue
         fi
-        rows before "$after" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.after"
+        rows "$db" "$after" "$(cat "$dir/$name.cols")" "$cond" >"$dir/$name.after"
         before_n=$(wc -l <"$dir/$name.before") after_n=$(wc -l <"$dir/$name.after")
         lost=$(LC_ALL=C comm -23 "$dir/$name.before" "$dir/$name.after" | wc -l)
         added=$(LC_ALL=C comm -13 "$dir/$name.before" "$dir/$name.after" | wc -l)
@@ -167,76 +184,53 @@ check() {
     if [ "$3" = "$2" ]; then ok "$1: $3"; else fail "$1: $3, not $2"; fi
 }
 
-# upgrade_test MAJOR: the whole test on PostgreSQL MAJOR.
-upgrade_test() {
-    local v=$1 started=$SECONDS t dir new_version erp tool want faults
-    pg_version "$v"
-    [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
-    dir=$work/pg$v
+# fill DB: database DB made at OLD_VERSION and filled through its entry points, its keys in
+# $work/keys-$v-DB.
+fill() {
+    local db=$1
+    q postgres -c "CREATE DATABASE $db"
+    q "$db" -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
+    mkdir -p "$work/keys-$v-$db"
+    TOOLGATE_KEYS=$work/keys-$v-$db q "$db" -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v-$db.log" ||
+        harness_error "the fill of database $db failed under $OLD_VERSION (its log: $work/fill-$v-$db.log)"
+}
 
-    step "[PostgreSQL $v] $OLD_VERSION (commit ${OLD_COMMIT:0:7}) into a private copy"
-    private_pg "$work/install-$v"
-    # The copy holds whatever the install it was made from has; start from no pg_toolgate at all.
-    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)"/pg_toolgate[.-]*so
-    t=$SECONDS
-    # 0.1.0's source, extracted once from the repository's history (a clone too shallow to hold
-    # the commit cannot run this test), built in its own target directory, cached after.
-    release_install "$OLD_VERSION" "$work/build-$OLD_VERSION-pg$v.log" || case $? in
-        2) harness_error "$OLD_VERSION cannot be built from this clone" ;;
-        *) cat "$work/build-$OLD_VERSION-pg$v.log" >&2; harness_error "$OLD_VERSION does not build" ;;
-    esac
-    log "$OLD_VERSION built and installed in $((SECONDS - t)) s"
+# update DB VERSION: ALTER EXTENSION pg_toolgate UPDATE TO VERSION in database DB, on a new
+# connection (the backends that ran the fill had the old library loaded).
+update() {
+    q "$1" -c "ALTER EXTENSION pg_toolgate UPDATE TO '$2'" ||
+        harness_error "database $1: ALTER EXTENSION pg_toolgate UPDATE TO '$2' failed"
+}
 
-    throwaway_cluster "pg$v" "${TOOLGATE_UPGRADE_PORT:-54461}"
-    host=$dir/socket
-    q postgres -c "CREATE DATABASE before" -c "CREATE DATABASE fresh" -c "CREATE DATABASE stays"
-    q before -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
-    q stays -c "CREATE EXTENSION pg_toolgate VERSION '$OLD_VERSION'"
-    mkdir -p "$work/keys-$v" "$work/keys-$v-stays"
-    log "filling databases before and stays through $OLD_VERSION's entry points (tests/upgrade/fill.sql)"
-    TOOLGATE_KEYS=$work/keys-$v q before -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v.log" ||
-        harness_error "the fill failed under $OLD_VERSION (its log: $work/fill-$v.log)"
-    TOOLGATE_KEYS=$work/keys-$v-stays q stays -v v010="$old_src" -f tests/upgrade/fill.sql >"$work/fill-$v-stays.log" ||
-        harness_error "the fill of stays failed under $OLD_VERSION (its log: $work/fill-$v-stays.log)"
-    snapshot "$work/rows-$v"
-
-    step "[PostgreSQL $v] the current tree over it, then ALTER EXTENSION pg_toolgate UPDATE"
-    t=$SECONDS
-    cargo pgrx install --pg-config "$PG_CONFIG" >"$work/build-current-pg$v.log" 2>&1 ||
-        { cat "$work/build-current-pg$v.log" >&2; harness_error "the current tree does not build"; }
-    log "current tree built and installed in $((SECONDS - t)) s"
-    new_version=$(q before -c "SELECT default_version FROM pg_catalog.pg_available_extensions WHERE name = 'pg_toolgate'")
-    [ "$new_version" != "$OLD_VERSION" ] ||
-        harness_error "the current tree's version is still $OLD_VERSION: bump it in Cargo.toml"
-    log "installed: $(cd "$("$PG_CONFIG" --sharedir)/extension" && echo pg_toolgate--*.sql)"
-    # A new connection: the backends that ran the fill had the old library loaded.
-    q before -c "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version'" ||
-        harness_error "ALTER EXTENSION pg_toolgate UPDATE TO '$new_version' failed"
-
-    step "[PostgreSQL $v] a database left at $OLD_VERSION, on a new connection"
-    check "database stays: version, library, a read through its entry point" \
-        "$OLD_VERSION, pg_toolgate, SUCCEEDED" \
-        "$(TOOLGATE_KEYS=$work/keys-$v-stays q stays 2>&1 <<'SQL'
+# answers DB: the version database DB runs, the library its C functions call, and the outcome of
+# a read through its entry point, in a transaction rolled back (it leaves no audit row behind).
+answers() {
+    TOOLGATE_KEYS=$work/keys-$v-$1 q "$1" 2>&1 <<'SQL'
 \set sup `"$TOOLGATE_MINT" id up-a user-1 supervisor`
+BEGIN;
 SELECT e.extversion || ', '
        || (SELECT pg_catalog.string_agg(DISTINCT pg_catalog.regexp_replace(p.probin, '^.*/', ''), ', ')
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'toolgate'::pg_catalog.regnamespace AND p.probin IS NOT NULL)
        || ', ' || (toolgate.read_order(:'sup', '901')->>'outcome')
   FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_toolgate';
+ROLLBACK;
 SQL
-)"
+}
 
-    step "[PostgreSQL $v] checks after the update"
-    check "extension version" "$new_version" "$(q before -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_toolgate'")"
+# checks_after DB: the checks of an updated database DB (its rows against its snapshot, the ERP
+# moved, the bindings, the library, calls after the update).
+checks_after() {
+    local db=$1 erp tool want faults calls=0
+    check "extension version" "$new_version" "$(q "$db" -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_toolgate'")"
     check "toolgate.version()" "$new_version, pg_toolgate-$new_version, true" \
-        "$(q before -c "SELECT v->>'extension' || ', ' || (v->>'library') || ', ' || (v->>'library_current') FROM toolgate.version() v")"
-    compare "$work/rows-$v"
+        "$(q "$db" -c "SELECT v->>'extension' || ', ' || (v->>'library') || ', ' || (v->>'library_current') FROM toolgate.version() v")"
+    compare "$work/rows-$v-$db" "$db"
 
     check "role maintenance_owner (can log in?)" "false" \
-        "$(q before -c "SELECT coalesce((SELECT rolcanlogin::text FROM pg_catalog.pg_roles WHERE rolname = 'maintenance_owner'), 'no such role')")"
+        "$(q "$db" -c "SELECT coalesce((SELECT rolcanlogin::text FROM pg_catalog.pg_roles WHERE rolname = 'maintenance_owner'), 'no such role')")"
     # (An update script's CREATE SCHEMA makes the schema a member, unless the script drops it.)
     check "schema maintenance (owner, extension member)" "maintenance_owner, not a member" \
-        "$(q before -c "SELECT coalesce((SELECT n.nspowner::pg_catalog.regrole::text
+        "$(q "$db" -c "SELECT coalesce((SELECT n.nspowner::pg_catalog.regrole::text
                                || CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                                                      WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
                                                        AND d.objid = n.oid AND d.deptype = 'e')
@@ -244,9 +238,9 @@ SQL
                              FROM pg_catalog.pg_namespace n WHERE n.nspname = 'maintenance'), 'no such schema')")"
     for erp in "${erp_tables[@]}"; do
         # A missing table has failed its rows' check already.
-        [ -n "$(q before -c "SELECT pg_catalog.to_regclass('maintenance.$erp')")" ] || continue
+        [ -n "$(q "$db" -c "SELECT pg_catalog.to_regclass('maintenance.$erp')")" ] || continue
         check "maintenance.$erp (owner, extension member, toolgate.$erp gone)" "maintenance_owner, not a member, gone" \
-            "$(q before -c "SELECT coalesce((SELECT c.relowner::pg_catalog.regrole::text
+            "$(q "$db" -c "SELECT coalesce((SELECT c.relowner::pg_catalog.regrole::text
                                    || CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                                                          WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                                                            AND d.objid = c.oid AND d.deptype = 'e')
@@ -258,9 +252,9 @@ SQL
     for tool in request_close:write request_purchase_part:write read_order:read; do
         want=${tool#*:} tool=${tool%%:*}
         check "toolgate.tool_bindings: $tool" "$want" \
-            "$(q before -c "SELECT coalesce((SELECT kind FROM toolgate.tool_bindings WHERE tool = '$tool'), 'not bound')")"
+            "$(q "$db" -c "SELECT coalesce((SELECT kind FROM toolgate.tool_bindings WHERE tool = '$tool'), 'not bound')")"
     done
-    faults=$(q before <<'SQL'
+    faults=$(q "$db" <<'SQL'
 CREATE FUNCTION pg_temp.symbol_fault(f regprocedure) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_catalog.fmgr_c_validator(f);
@@ -285,7 +279,7 @@ SQL
     # pg_upgrade, the next upgrade a DBA makes (a major PostgreSQL version), refuses a database
     # with a column of these OID-holding types in any table.
     check "columns of a type pg_upgrade refuses (regproc, regprocedure, regoper, …) in the extension's tables" "none" \
-        "$(q before -c "SELECT coalesce(pg_catalog.string_agg(a.attrelid::pg_catalog.regclass::text || '.' || a.attname, ', '), 'none')
+        "$(q "$db" -c "SELECT coalesce(pg_catalog.string_agg(a.attrelid::pg_catalog.regclass::text || '.' || a.attname, ', '), 'none')
                           FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
                          WHERE c.relnamespace = 'toolgate'::pg_catalog.regnamespace AND c.relkind = 'r' AND NOT a.attisdropped
                            AND a.atttypid IN ('pg_catalog.regproc'::pg_catalog.regtype, 'pg_catalog.regprocedure'::pg_catalog.regtype,
@@ -294,62 +288,126 @@ SQL
                                               'pg_catalog.regnamespace'::pg_catalog.regtype, 'pg_catalog.regcollation'::pg_catalog.regtype)")"
 
     log "calls after the update (tests/upgrade/after.sql)"
-    local calls=0
-    TOOLGATE_KEYS=$work/keys-$v q before -f tests/upgrade/after.sql >"$work/after-$v.log" 2>&1 || calls=$?
-    grep -E '^(ok|entry points): ' "$work/after-$v.log" | while read -r line; do log "$line"; done
+    TOOLGATE_KEYS=$work/keys-$v-$db q "$db" -f tests/upgrade/after.sql >"$work/after-$v-$db.log" 2>&1 || calls=$?
+    grep -E '^(ok|entry points): ' "$work/after-$v-$db.log" | while read -r line; do log "$line"; done
     if [ "$calls" -ne 0 ]; then
         fail "a call after the update:"
-        grep -vE '^(ok|entry points): ' "$work/after-$v.log" | sed 's/^/    /'
+        grep -vE '^(ok|entry points): ' "$work/after-$v-$db.log" | sed 's/^/    /'
     fi
+}
 
-    step "[PostgreSQL $v] catalogue: updated database against a fresh CREATE EXTENSION"
+# upgrade_test MAJOR: the whole test on PostgreSQL MAJOR.
+upgrade_test() {
+    local v=$1 started=$SECONDS t dir r path=$OLD_VERSION db faults
+    pg_version "$v"
+    [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
+    dir=$work/pg$v
+
+    step "[PostgreSQL $v] $OLD_VERSION (commit ${OLD_COMMIT:0:7}) into a private copy"
+    private_pg "$work/install-$v"
+    # The copy holds whatever the install it was made from has; start from no pg_toolgate at all.
+    rm -f "$("$PG_CONFIG" --sharedir)"/extension/pg_toolgate[.-]* "$("$PG_CONFIG" --pkglibdir)"/pg_toolgate[.-]*so
+    t=$SECONDS
+    # 0.1.0's source, extracted once from the repository's history (a clone too shallow to hold
+    # the commit cannot run this test), built in its own target directory, cached after.
+    release_install "$OLD_VERSION" "$work/build-$OLD_VERSION-pg$v.log" || case $? in
+        2) harness_error "$OLD_VERSION cannot be built from this clone" ;;
+        *) cat "$work/build-$OLD_VERSION-pg$v.log" >&2; harness_error "$OLD_VERSION does not build" ;;
+    esac
+    log "$OLD_VERSION built and installed in $((SECONDS - t)) s"
+
+    throwaway_cluster "pg$v" "${TOOLGATE_UPGRADE_PORT:-54461}"
+    host=$dir/socket
+    q postgres -c "CREATE DATABASE fresh"
+    log "filling databases ${databases[*]} and stays through $OLD_VERSION's entry points (tests/upgrade/fill.sql)"
+    for db in "${databases[@]}" stays; do fill "$db"; done
+    for db in "${databases[@]}"; do snapshot "$work/rows-$v-$db" "$db"; done
+
+    # Database before takes each release in turn, as a DBA who updated at every release did.
+    for r in "${between[@]}"; do
+        step "[PostgreSQL $v] $r (commit $(release_commit "$r" | cut -c1-7)) beside it, then database before updated to it"
+        t=$SECONDS
+        release_install "$r" "$work/build-$r-pg$v.log" || case $? in
+            2) harness_error "$r cannot be built from this clone" ;;
+            *) cat "$work/build-$r-pg$v.log" >&2; harness_error "$r does not build" ;;
+        esac
+        log "$r built and installed in $((SECONDS - t)) s"
+        update before "$r"
+        check "database before at $r: version, library, a read through its entry point" \
+            "$r, pg_toolgate-$r, SUCCEEDED" "$(answers before)"
+        path+=" -> $r"
+    done
+
+    step "[PostgreSQL $v] the current tree over it, then ALTER EXTENSION pg_toolgate UPDATE"
+    t=$SECONDS
+    cargo pgrx install --pg-config "$PG_CONFIG" >"$work/build-current-pg$v.log" 2>&1 ||
+        { cat "$work/build-current-pg$v.log" >&2; harness_error "the current tree does not build"; }
+    log "current tree built and installed in $((SECONDS - t)) s"
+    log "installed: $(cd "$("$PG_CONFIG" --sharedir)/extension" && echo pg_toolgate--*.sql)"
+    [ "$(q before -c "SELECT default_version FROM pg_catalog.pg_available_extensions WHERE name = 'pg_toolgate'")" = "$new_version" ] ||
+        harness_error "the installed control file's default version is not this tree's ($new_version)"
+    update before "$new_version"
+    log "database before: $path -> $new_version"
+    update chain "$new_version"
+    log "database chain: $OLD_VERSION -> $new_version in one ALTER EXTENSION (PostgreSQL runs each script on the way)"
+
+    step "[PostgreSQL $v] a database left at $OLD_VERSION, on a new connection"
+    check "database stays: version, library, a read through its entry point" \
+        "$OLD_VERSION, pg_toolgate, SUCCEEDED" "$(answers stays)"
+
+    for db in "${databases[@]}"; do
+        step "[PostgreSQL $v] checks after the update of database $db"
+        checks_after "$db"
+    done
+
+    step "[PostgreSQL $v] catalogue: updated databases against a fresh CREATE EXTENSION"
     # The fresh database as a DBA would build it on the new version: the extension, then the
     # maintenance example the update turns the old built-in ERP into.
     # The rows a fresh install ships are read before the example adds its own.
     q fresh -c "CREATE EXTENSION pg_toolgate"
     { q fresh -f tests/upgrade/catalogue.sql | grep '^row ' || true; } | LC_ALL=C sort >"$work/rows-$v-fresh.txt"
-    # The example as the update's version shipped it: a released version's update script is
-    # frozen, so it is compared with the example of that release, never with a later edit of it.
+    # The example as the version whose update script built the schema maintenance shipped it: a
+    # released version's update script is frozen, so it is compared with the example of that
+    # release, never with a later edit of it.
     local example=examples/maintenance/maintenance.sql released
-    released=$(release_commit "$new_version")
+    released=$(release_commit "$ERP_MOVED_IN")
     if [ -n "$released" ]; then
-        example=$work/maintenance-$new_version.sql
+        example=$work/maintenance-$ERP_MOVED_IN.sql
         git -C "$root" show "$released:examples/maintenance/maintenance.sql" >"$example"
     fi
     q fresh -f "$example" >/dev/null
-    local db
-    for db in before fresh; do
+    for db in "${databases[@]}" fresh; do
         q "$db" -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/catalogue-$v-$db.txt"
         grep -v '^row ' "$work/catalogue-$v-$db.txt" >"$work/facts-$v-$db.txt" || true
-    done
-    grep '^row ' "$work/catalogue-$v-before.txt" >"$work/rows-$v-before.txt" || true
-    if diff -u --label "fresh CREATE EXTENSION pg_toolgate ($new_version)" \
-        --label "updated from $OLD_VERSION" "$work/facts-$v-fresh.txt" "$work/facts-$v-before.txt" >"$work/catalogue-$v.diff"; then
-        ok "catalogue identical to a fresh $new_version install ($(wc -l <"$work/facts-$v-fresh.txt") facts)"
-    else
-        fail "catalogue differs from a fresh $new_version install ($(grep -c '^[-+][^-+]' "$work/catalogue-$v.diff") lines):"
-        cat "$work/catalogue-$v.diff"
-    fi
-    for db in before fresh; do
         q "$db" -v schema=maintenance -f tests/upgrade/catalogue.sql | LC_ALL=C sort >"$work/maintenance-$v-$db.txt"
     done
-    if diff -u --label "examples/maintenance on a fresh $new_version" --label "maintenance updated from $OLD_VERSION" \
-        "$work/maintenance-$v-fresh.txt" "$work/maintenance-$v-before.txt" >"$work/maintenance-$v.diff"; then
-        ok "schema maintenance identical to the one examples/maintenance builds ($(wc -l <"$work/maintenance-$v-fresh.txt") facts)"
-    else
-        fail "schema maintenance differs from the one examples/maintenance builds:"
-        cat "$work/maintenance-$v.diff"
-    fi
-    faults=$(LC_ALL=C comm -23 "$work/rows-$v-fresh.txt" "$work/rows-$v-before.txt")
-    if [ -z "$faults" ]; then
-        ok "every row a fresh install ships ($(wc -l <"$work/rows-$v-fresh.txt")) is in the updated database"
-    else
-        fail "rows a fresh install ships that the updated database lacks:"
-        printf '%s\n' "$faults" | cut -c1-400 | sed 's/^/    /'
-    fi
+    for db in "${databases[@]}"; do
+        grep '^row ' "$work/catalogue-$v-$db.txt" >"$work/rows-$v-$db.txt" || true
+        if diff -u --label "fresh CREATE EXTENSION pg_toolgate ($new_version)" \
+            --label "database $db, updated from $OLD_VERSION" "$work/facts-$v-fresh.txt" "$work/facts-$v-$db.txt" >"$work/catalogue-$v-$db.diff"; then
+            ok "database $db: catalogue identical to a fresh $new_version install ($(wc -l <"$work/facts-$v-fresh.txt") facts)"
+        else
+            fail "database $db: catalogue differs from a fresh $new_version install ($(grep -c '^[-+][^-+]' "$work/catalogue-$v-$db.diff") lines):"
+            cat "$work/catalogue-$v-$db.diff"
+        fi
+        if diff -u --label "examples/maintenance on a fresh $new_version" --label "maintenance of database $db" \
+            "$work/maintenance-$v-fresh.txt" "$work/maintenance-$v-$db.txt" >"$work/maintenance-$v-$db.diff"; then
+            ok "database $db: schema maintenance identical to the one examples/maintenance builds ($(wc -l <"$work/maintenance-$v-fresh.txt") facts)"
+        else
+            fail "database $db: schema maintenance differs from the one examples/maintenance builds:"
+            cat "$work/maintenance-$v-$db.diff"
+        fi
+        faults=$(LC_ALL=C comm -23 "$work/rows-$v-fresh.txt" "$work/rows-$v-$db.txt")
+        if [ -z "$faults" ]; then
+            ok "database $db: every row a fresh install ships ($(wc -l <"$work/rows-$v-fresh.txt")) is in it"
+        else
+            fail "database $db: rows a fresh install ships that it lacks:"
+            printf '%s\n' "$faults" | cut -c1-400 | sed 's/^/    /'
+        fi
+    done
 
     cluster_stop "$dir"
-    summary+=("PostgreSQL $v: $OLD_VERSION -> $new_version in $((SECONDS - started)) s")
+    summary+=("PostgreSQL $v: $path -> $new_version, and $OLD_VERSION -> $new_version at once, in $((SECONDS - started)) s")
 }
 
 for v in "${versions[@]}"; do upgrade_test "$v"; done
