@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL cluster (TOOLGATE_PG: 15 or 18) of the project's own: its own data directory, its own port on
+# A throwaway PostgreSQL cluster (TOOLGATE_PG: 15 to 18) of the project's own: its own data directory, its own port on
 # loopback, its own socket directory, run as the `postgres` user. Never touches another cluster.
 #
 #   scripts/cluster.sh start DIR PORT   # initdb (if needed) and start; prints nothing on success

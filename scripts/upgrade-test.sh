@@ -300,8 +300,11 @@ SQL
 upgrade_test() {
     local v=$1 started=$SECONDS t dir r path=$OLD_VERSION db faults
     pg_version "$v"
-    [ "$PG_MAJOR" = "$PG_DEBIAN" ] || pg18_fetch
+    pg_fetch "$PG_MAJOR"
     dir=$work/pg$v
+    # A release builds only for the versions its Cargo.toml names (0.1.0 and 0.2.0: 15 and 18).
+    git -C "$root" show "$OLD_COMMIT:Cargo.toml" | grep -q "^pg$v = " ||
+        harness_error "$OLD_VERSION was not made for PostgreSQL $v (its Cargo.toml has no feature pg$v): there is no database of it to update"
 
     step "[PostgreSQL $v] $OLD_VERSION (commit ${OLD_COMMIT:0:7}) into a private copy"
     private_pg "$work/install-$v"
