@@ -88,6 +88,25 @@ release_commit() { releases | awk -v v="$1" '$1 == v { print $2 }'; }
 # file and the packages take it from there).
 tree_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml"; }
 
+# release_source VERSION: released VERSION's source (git archive of its commit in RELEASES),
+# extracted once into TOOLGATE_UPGRADE_DIR/src-VERSION (default target/upgrade); prints its path.
+# Returns 2 if VERSION was not released or its commit is not in this clone.
+release_source() {
+    local version=$1 commit src
+    commit=$(release_commit "$version")
+    [ -n "$commit" ] || { log "$version is not in RELEASES" >&2; return 2; }
+    git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null ||
+        { log "commit $commit ($version) is not in this clone: fetch it (git fetch --unshallow)" >&2; return 2; }
+    src=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-$root/target/upgrade}")/src-$version
+    if [ "$(cat "$src/.commit" 2>/dev/null)" != "$commit" ]; then
+        rm -rf "$src"
+        mkdir -p "$src"
+        git -C "$root" archive "$commit" | tar -x -C "$src"
+        echo "$commit" >"$src/.commit"
+    fi
+    echo "$src"
+}
+
 # release_install VERSION LOG [ARG…]: build released VERSION from its commit (RELEASES) and
 # install its library and scripts into the PostgreSQL PG_CONFIG names, keeping the control file
 # that was there (a newer version's stays the default). Its source (git archive of the commit) and
@@ -95,20 +114,11 @@ tree_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/
 # is a full compile. The build's output goes to LOG; ARGs go to `cargo pgrx install`. Returns 2 if
 # VERSION was not released or its commit is not in this clone, 1 if it does not build.
 release_install() {
-    local version=$1 build_log=$2 commit updir src control saved=""
+    local version=$1 build_log=$2 updir src control saved=""
     shift 2
-    commit=$(release_commit "$version")
-    [ -n "$commit" ] || { log "$version is not in RELEASES" >&2; return 2; }
-    git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null ||
-        { log "commit $commit ($version) is not in this clone: fetch it (git fetch --unshallow)" >&2; return 2; }
+    release_source "$version" >/dev/null || return
     updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-$root/target/upgrade}")
     src=$updir/src-$version
-    if [ "$(cat "$src/.commit" 2>/dev/null)" != "$commit" ]; then
-        rm -rf "$src"
-        mkdir -p "$src"
-        git -C "$root" archive "$commit" | tar -x -C "$src"
-        echo "$commit" >"$src/.commit"
-    fi
     control=$("$PG_CONFIG" --sharedir)/extension/pg_toolgate.control
     if [ -f "$control" ]; then
         saved=$(mktemp)

@@ -17,6 +17,10 @@
 #
 #   scripts/package.sh                    every major of PG_VERSIONS (lib.sh) and the command
 #   scripts/package.sh 15                 the extension for 15 only, and the command
+#   scripts/package.sh --release 0.1.0 15 the extension package of a released version, built from
+#                                         its commit in RELEASES (no command package), into
+#                                         target/packages-0.1.0: what scripts/package-test.sh
+#                                         updates from
 #   scripts/package.sh --check-reproducible
 #                                         build everything twice, the second time from an empty
 #                                         target directory, and compare the packages byte for byte
@@ -24,31 +28,65 @@
 #
 # The packages of a tree with uncommitted changes are built, but say so (their version gets
 # "+dirty"): what ships comes from a commit. scripts/package-test.sh installs them and checks.
-# Environment: PACKAGE_OUT (OUT), PACKAGE_TARGET_DIR (target/package), PACKAGE_REVISION (1),
+# Environment: PACKAGE_OUT (OUT), PACKAGE_PROFILE (release, or dev: below), PACKAGE_TARGET_DIR
+# (target/package for release), PACKAGE_REVISION (1),
 # PACKAGE_MAINTAINER (the packages' Maintainer: a name and a mailbox; a placeholder by default).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
 
 check=false
+release=""
 majors=()
-for arg in "$@"; do
-    case $arg in
+usage() { log "usage: package.sh [--check-reproducible] [--release VERSION] [MAJOR…]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case $1 in
     --check-reproducible) check=true ;;
-    1[0-9]) majors+=("$arg") ;;
-    *) log "usage: package.sh [--check-reproducible] [MAJOR…]" >&2; exit 2 ;;
+    --release) release=${2:-}; [ -n "$release" ] || usage; shift ;;
+    1[0-9]) majors+=("$1") ;;
+    *) usage ;;
     esac
+    shift
 done
 [ ${#majors[@]} -gt 0 ] || read -r -a majors <<<"$PG_VERSIONS"
 
 out=$(realpath -m "${PACKAGE_OUT:-target/packages}")
-target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-target/package}")
+# The release profile (LTO, one codegen unit: what ships) in a target directory of its own, the
+# binaries' paths remapped; or the dev profile (PACKAGE_PROFILE=dev): packages of the debug builds
+# the tests already made (target/, and the upgrade test's target/upgrade/target-VERSION for
+# --release), in minutes, their version marked "+dev", nothing remapped: what scripts/test.sh
+# installs and checks. Only release packages ship.
+profile=${PACKAGE_PROFILE:-release}
+case $profile in
+release) target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-target/package}") ;;
+dev) target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-target}") ;;
+*) log "PACKAGE_PROFILE is release or dev, not $profile" >&2; exit 2 ;;
+esac
 revision=${PACKAGE_REVISION:-1}
-version=$(tree_version)
-[ -n "$version" ] || { log "no [workspace.package] version in Cargo.toml" >&2; exit 2; }
-git diff --quiet HEAD -- 2>/dev/null || { version=$version+dirty; log "uncommitted changes: the packages say $version"; }
 arch=$(dpkg --print-architecture)
 export SOURCE_DATE_EPOCH
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
+# The source built: this tree, or a released version's (its commit's archive, lib.sh's
+# release_source), whose packages carry its version and its commit's time.
+if [ -n "$release" ]; then
+    src=$(release_source "$release") || exit 2
+    version=$release
+    SOURCE_DATE_EPOCH=$(git log -1 --format=%ct "$(release_commit "$release")")
+    case $profile in
+    release) target_dir=$target_dir-$release ;;
+    dev) target_dir=$(realpath -m "${PACKAGE_TARGET_DIR:-${TOOLGATE_UPGRADE_DIR:-target/upgrade}/target-$release}") ;;
+    esac
+    out=$(realpath -m "${PACKAGE_OUT:-target/packages-$release}")
+else
+    src=$root
+    version=$(tree_version)
+    [ -n "$version" ] || { log "no [workspace.package] version in Cargo.toml" >&2; exit 2; }
+    git diff --quiet HEAD -- 2>/dev/null || { version=$version+dirty; log "uncommitted changes: the packages say $version"; }
+    SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
+fi
+[ "$profile" = release ] || version=$version+$profile
+if $check && [ "$profile" != release ]; then
+    log "--check-reproducible checks what ships: the release profile" >&2
+    exit 2
+fi
 # Whoever builds a release names themselves; the default names no one's mailbox (.invalid).
 maintainer=${PACKAGE_MAINTAINER:-pg_toolgate authors <maintainers@pg-toolgate.invalid>}
 sysroot=$(rustc --print sysroot)
@@ -91,7 +129,9 @@ build() {
     # The binaries name no path of this machine: the tree, the target directory, cargo's registry
     # and the toolchain (the last prefix that matches wins).
     export CARGO_TARGET_DIR=$target_dir
-    export RUSTFLAGS="--remap-path-prefix=$root=/build/pg_toolgate --remap-path-prefix=$target_dir=/build/target --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/build/cargo --remap-path-prefix=$sysroot=/build/rust"
+    if [ "$profile" = release ]; then
+        export RUSTFLAGS="--remap-path-prefix=$src=/build/pg_toolgate --remap-path-prefix=$target_dir=/build/target --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/build/cargo --remap-path-prefix=$sysroot=/build/rust"
+    fi
     rm -rf "$stage"
     mkdir -p "$stage"
     local v pkg dir lib share
@@ -99,8 +139,8 @@ build() {
         pg_version "$v"
         pg_fetch "$PG_MAJOR"
         pkg=postgresql-$v-pg-toolgate
-        log "building $pkg (cargo pgrx package, release, PostgreSQL $v)"
-        cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/pgrx-$v" >"$stage/build-$v.log" 2>&1 ||
+        log "building $pkg (cargo pgrx package, $profile, PostgreSQL $v)"
+        (cd "$src" && cargo pgrx package --profile "$profile" --pg-config "$PG_CONFIG" --out-dir "$stage/pgrx-$v") >"$stage/build-$v.log" 2>&1 ||
             { tail -30 "$stage/build-$v.log" >&2; exit 1; }
         # pgrx lays the files out as this PostgreSQL's pg_config says; a package puts them where
         # Debian's postgresql-NN has them, whatever PostgreSQL built it (18 is a relocated copy here).
@@ -108,8 +148,9 @@ build() {
         share=$stage/pgrx-$v$("$PG_CONFIG" --sharedir)/extension
         dir=$stage/$pkg
         mkdir -p "$dir/DEBIAN" "$dir/usr/lib/postgresql/$v/lib" "$dir/usr/share/postgresql/$v/extension"
-        install -m 0644 "$lib"/pg_toolgate-*.so "$dir/usr/lib/postgresql/$v/lib/"
-        strip --strip-unneeded "$dir/usr/lib/postgresql/$v/lib/"pg_toolgate-*.so
+        # (0.1.0's library is pg_toolgate.so; from 0.2.0 on, pg_toolgate-VERSION.so.)
+        install -m 0644 "$lib"/pg_toolgate*.so "$dir/usr/lib/postgresql/$v/lib/"
+        strip --strip-unneeded "$dir/usr/lib/postgresql/$v/lib/"pg_toolgate*.so
         install -m 0644 "$share"/pg_toolgate* "$dir/usr/share/postgresql/$v/extension/"
         doc_files "$dir" "$pkg"
         cat >"$dir/DEBIAN/control" <<EOF
@@ -132,11 +173,16 @@ EOF
         deb "$dir"
     done
 
-    log "building toolgate (cargo build --release)"
-    cargo build --release --locked -p toolgate-cli >"$stage/build-cli.log" 2>&1 || { tail -30 "$stage/build-cli.log" >&2; exit 1; }
+    if [ -n "$release" ]; then
+        (cd "$stage" && sha256sum -- *.deb >SHA256SUMS)
+        return
+    fi
+    log "building toolgate (cargo build, $profile)"
+    cargo build --profile "$profile" --locked -p toolgate-cli >"$stage/build-cli.log" 2>&1 || { tail -30 "$stage/build-cli.log" >&2; exit 1; }
     dir=$stage/toolgate
     mkdir -p "$dir/DEBIAN" "$dir/usr/bin" "$dir/lib/systemd/system" "$dir/etc/toolgate"
-    install -m 0755 "$target_dir/release/toolgate" "$dir/usr/bin/toolgate"
+    # (cargo puts the dev profile's output in debug/.)
+    install -m 0755 "$target_dir/$([ "$profile" = dev ] && echo debug || echo release)/toolgate" "$dir/usr/bin/toolgate"
     strip --strip-unneeded "$dir/usr/bin/toolgate"
     install -m 0644 packaging/systemd/toolgate-mcp.service packaging/systemd/toolgate-dispatch.service "$dir/lib/systemd/system/"
     install -m 0644 packaging/env/mcp.env.example packaging/env/dispatch.env.example "$dir/etc/toolgate/"

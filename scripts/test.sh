@@ -24,6 +24,8 @@
 #      installed, a coordinator and two workers, both examples distributed by tenant, the
 #      scenarios of pg_test/citus/
 #  13. seed 000's five named mutants (scripts/mutants.sh --ci): each removed control must fail a test
+#  14. the Debian packages (scripts/package.sh, of the debug builds) as installed (scripts/package-test.sh):
+#      lintian, apt-get install, the demo, an update from 0.1.0's package, a clean purge
 # Prints each version's time; exits non-zero on the first suite that fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
@@ -37,10 +39,10 @@ log "disk: $free_gb GiB free where the tree is"
 toolgate_cli
 make_work
 
-step "1/13 lint (scripts/lint.sh)"
+step "1/14 lint (scripts/lint.sh)"
 scripts/lint.sh
 
-step "2/13 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-pgconn, toolgate-erp-client, toolgate-fake-erp)"
+step "2/14 unit tests (toolgate-core, toolgate-cli, toolgate-mcp, toolgate-pgconn, toolgate-erp-client, toolgate-fake-erp)"
 cargo test --quiet -p toolgate-core -p toolgate-cli -p toolgate-mcp -p toolgate-pgconn -p toolgate-erp-client \
     -p toolgate-fake-erp
 
@@ -52,7 +54,7 @@ suites() {
     pg_version "$v"
     dir=$work/pg$v
 
-    step "3/13 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
+    step "3/14 [PostgreSQL $v] #[pg_test] (cargo pgrx test pg$v)"
     mkdir -p "$work/pgrx-data-$v"
     chown postgres: "$work/pgrx-data-$v"
     # The filter keeps the client integration tests (step 6, which need a running server) out.
@@ -60,7 +62,7 @@ suites() {
     # That installed a build with the test schema in it; put the real one back.
     scripts/install-extension.sh
 
-    step "4/13 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
+    step "4/14 [PostgreSQL $v] pg_regress scenarios as toolgate_agent (pg_test/)"
     throwaway_cluster "pg$v" "${TOOLGATE_TEST_PORT:-54401}"
     export TOOLGATE_ROOT="$root" TOOLGATE_KEYS="$work/keys-$v" TOOLGATE_MINT="$root/pg_test/mint"
     mkdir -p "$work/regress-$v"
@@ -70,7 +72,7 @@ suites() {
         exit 1
     fi
 
-    step "5/13 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
+    step "5/14 [PostgreSQL $v] isolation specs (pg_test/isolation/)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/isolation.sh
 
     if [[ " $PG_FULL " != *" $v "* ]]; then
@@ -79,29 +81,29 @@ suites() {
         return
     fi
 
-    step "6/13 [PostgreSQL $v] client integration tests (tests/)"
+    step "6/14 [PostgreSQL $v] client integration tests (tests/)"
     TOOLGATE_TEST_HOST="$dir/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it-$v" \
     TOOLGATE_TEST_LOG="$dir/server.log" cargo test --quiet -p pg_toolgate --test '*'
 
-    step "7/13 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
+    step "7/14 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
     scripts/mcp-evals.sh
 
     if [ "$v" -ge 16 ]; then
-        step "8/13 [PostgreSQL $v] the walkthroughs (README, docs/identity.md), as written, twice (scripts/walkthroughs.sh)"
+        step "8/14 [PostgreSQL $v] the walkthroughs (README, docs/identity.md), as written, twice (scripts/walkthroughs.sh)"
         scripts/walkthroughs.sh
     fi
 
-    step "9/13 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
+    step "9/14 [PostgreSQL $v] load with invariants, short (scripts/load.sh)"
     TOOLGATE_PG_HOST="$dir/socket" TOOLGATE_PG_PORT="$port" scripts/load.sh
     # The next version's cluster may take the port; this one is done.
     cluster_stop "$dir"
 
-    step "10/13 [PostgreSQL $v] benchmark smoke runs (scripts/bench.sh, bench-dispatch.sh, bench-agent.sh --smoke)"
+    step "10/14 [PostgreSQL $v] benchmark smoke runs (scripts/bench.sh, bench-dispatch.sh, bench-agent.sh --smoke)"
     scripts/bench.sh --smoke
     scripts/bench-dispatch.sh --smoke
     scripts/bench-agent.sh --smoke
 
-    step "11/13 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
+    step "11/14 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
     # A private PostgreSQL copy; 0.1.0 in its own target directory (target/upgrade), this tree's
     # build the one the steps above made.
     scripts/upgrade-test.sh "$v"
@@ -109,7 +111,7 @@ suites() {
     timings+=("PostgreSQL $v: steps 3-11 in $((SECONDS - started)) s")
 
     if [ "$v" = "$PG_DEBIAN" ]; then
-        step "12/13 [PostgreSQL $v] the scale-out suite on Citus (scripts/citus.sh)"
+        step "12/14 [PostgreSQL $v] the scale-out suite on Citus (scripts/citus.sh)"
         started=$SECONDS
         rc=0
         scripts/citus.sh || rc=$?
@@ -123,10 +125,20 @@ suites() {
 timings=()
 for v in "${versions[@]}"; do suites "$v"; done
 
-step "13/13 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
+step "13/14 named mutants of seed 000: schema, tenant, confirmation, retry, secret in logs (scripts/mutants.sh --ci)"
 # Its own target directory and a private PostgreSQL copy: the system's install is not touched.
 pg_version "$PG_DEBIAN"
 scripts/mutants.sh --ci
+
+step "14/14 the Debian packages as a DBA installs them (scripts/package.sh, scripts/package-test.sh)"
+started=$SECONDS
+# Packaged from the debug builds the steps above made (PACKAGE_PROFILE=dev: minutes, where the
+# release builds take some twenty); the test replaces the system's development install while it
+# runs and puts it back after.
+PACKAGE_PROFILE=dev scripts/package.sh 15
+PACKAGE_PROFILE=dev scripts/package.sh --release 0.1.0 15
+scripts/package-test.sh
+timings+=("packages: step 14 in $((SECONDS - started)) s")
 
 step "all suites passed"
 for t in "${timings[@]}"; do log "$t"; done
