@@ -114,11 +114,11 @@ release_source() {
 # is a full compile. The build's output goes to LOG; ARGs go to `cargo pgrx install`. Returns 2 if
 # VERSION was not released or its commit is not in this clone, 1 if it does not build.
 release_install() {
-    local version=$1 build_log=$2 updir src control saved=""
+    local version=$1 build_log=$2 updir src commit control saved=""
     shift 2
-    release_source "$version" >/dev/null || return
-    updir=$(realpath -m "${TOOLGATE_UPGRADE_DIR:-$root/target/upgrade}")
-    src=$updir/src-$version
+    src=$(release_source "$version") || return
+    commit=$(release_commit "$version")
+    updir=$(dirname "$src")
     control=$("$PG_CONFIG" --sharedir)/extension/pg_toolgate.control
     if [ -f "$control" ]; then
         saved=$(mktemp)
