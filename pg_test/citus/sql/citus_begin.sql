@@ -2,7 +2,9 @@
 -- on the coordinator: Citus makes it on every worker.
 SET client_min_messages = warning;
 CREATE EXTENSION pg_toolgate;
-SELECT result AS extension_on_each_worker FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname = 'pg_toolgate'$$);
+SELECT w.result = e.extversion AS at_the_coordinators_version_on_each_worker
+  FROM run_command_on_workers($$SELECT extversion FROM pg_extension WHERE extname = 'pg_toolgate'$$) w,
+       pg_extension e WHERE e.extname = 'pg_toolgate';
 -- The layout keeps a copy of the configuration on the coordinator: refused, and said so, until the
 -- coordinator is registered in Citus's metadata.
 SELECT * FROM toolgate.distribute();
