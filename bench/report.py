@@ -70,6 +70,7 @@ COMPARE = [
     ("purchase", "floor_close", None, "for reference: a gated tier-0 purchase against the close floor"),
     ("replay", "durable_write", None, "for reference: replay against a one-row durable write"),
     ("outbox_enqueue", "gated_close", None, "for reference: an outbox call (intent enqueued) against the gated close"),
+    ("limited_close", "gated_close", 0.9, "three limits over time (per actor per minute, per day, per tool per month) ≥ 0.9 × gated"),
 ]
 
 NAMES = {
@@ -77,6 +78,7 @@ NAMES = {
     "floor_bound_close": "floor that does the same work (the binding's SQL as the ERP's owner, the gate's writes once)",
     "floor_bound_pair": "floor of a confirmed close that does the same work (two transactions)",
     "gated_close": "gated: request_close, tier 0",
+    "limited_close": "gated: request_close, tier 0, with three limits over time",
     "floor_pair": "floor of a confirmed close (two plain transactions)",
     "gated_pair": "gated + confirm: request_close tier 1, then confirm",
     "replay": "replay: the same key again",

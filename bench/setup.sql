@@ -7,8 +7,15 @@
 SET ROLE toolgate_admin;
 SELECT toolgate.add_tenant('bench', 'Benchmark, tier 0');
 SELECT toolgate.add_tenant('bench1', 'Benchmark, tier 1');
-SELECT toolgate.set_policy('bench', 'request_close', true, ARRAY['supervisor'], 0,
+SELECT toolgate.set_policy('bench', 'request_close', true, ARRAY['supervisor', 'limited'], 0,
                            max_calls_per_conversation => 2000000000);
+-- The callers of role `limited` (workload limited_close) have three limits over time that never
+-- bind: per actor per rolling minute, for them all per day, per tool per month.
+SELECT toolgate.set_limit('bench', 'actor-per-minute', max => 1000000000, rolling => '1 minute', per_actor => true,
+                          role => 'limited');
+SELECT toolgate.set_limit('bench', 'tenant-per-day', max => 1000000000, calendar => 'day', role => 'limited');
+SELECT toolgate.set_limit('bench', 'tool-per-month', max => 1000000000, calendar => 'month', tool => 'request_close',
+                          role => 'limited');
 SELECT toolgate.set_policy('bench1', 'request_close', true, ARRAY['supervisor'], 1,
                            max_calls_per_conversation => 2000000000, confirm_ttl => interval '1 day');
 SELECT toolgate.set_policy('bench', 'request_purchase_part', true, ARRAY['supervisor'], 0,

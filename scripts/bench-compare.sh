@@ -91,7 +91,7 @@ for v in "${trees[@]}"; do
     cli[$v]=${target[$v]}/debug/toolgate
 done
 
-declare -A ports tokens tokens1 technicians
+declare -A ports tokens tokens1 technicians limiteds
 # load V: its cluster started (as scripts/bench.sh starts its own) and its database filled, with
 # V's own example, bench/setup.sql and `toolgate` command.
 load() {
@@ -105,7 +105,7 @@ autovacuum = off" throwaway_cluster "$v" "${TOOLGATE_BENCH_PORT:-54521}"
     ports[$v]=$port
     TOOLGATE_BIN=${cli[$v]} bench_load "$work/$v/socket" "$port" toolgate_bench "${COMPARE_ORDERS:-1000000}" \
         "${src[$v]}" "$work/keys-$v"
-    tokens[$v]=$token tokens1[$v]=$token1 technicians[$v]=$technician
+    tokens[$v]=$token tokens1[$v]=$token1 technicians[$v]=$technician limiteds[$v]=$limited
     "${cli[$v]}" bench-confirmations --host "$work/$v/socket" --port "$port" --dbname toolgate_bench \
         --keys "$work/keys-$v" --count "${COMPARE_CONFIRMATIONS:-60000}" >/dev/null
     sql "$work/$v/socket" "$port" toolgate_bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
@@ -129,7 +129,7 @@ bench() {
     [ -f "$script" ] || script=$root/bench/$w.sql  # a floor BASE did not have: this tree's
     "${pgbin[$v]}/pgbench" -n -M prepared -h "$work/$v/socket" -p "${ports[$v]}" -U postgres "$@" \
         -f "$script" -D token="${tokens[$v]}" -D token1="${tokens1[$v]}" \
-        -D technician="${technicians[$v]}" toolgate_bench
+        -D technician="${technicians[$v]}" -D limited="${limiteds[$v]}" toolgate_bench
 }
 
 # audits: what each run did, from the audit rows: a workload that stopped doing what it measures

@@ -100,7 +100,7 @@ run() {
     local out
     out=$("$PGBIN/pgbench" -n -M prepared -h "$sock" -p "$port" -U postgres \
         -c "$c" -j $((c < 2 ? c : 2)) -T "$seconds" -f "bench/$workload.sql" \
-        -D token="$token" -D token1="$token1" -D technician="$technician" \
+        -D token="$token" -D token1="$token1" -D technician="$technician" -D limited="$limited" \
         --log --log-prefix="$logdir/tx" "$db" 2>&1) || { echo "$out" >&2; exit 1; }
     local tps
     tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
@@ -116,7 +116,7 @@ run() {
 check() {
     local workload=$1 db=$2 since=$3 round=$4 txns=$5 outbox_before=$6 expected
     case "$workload" in
-        gated_close) expected="call SUCCEEDED - f" ;;
+        gated_close | limited_close) expected="call SUCCEEDED - f" ;;
         gated_pair) expected="call NEEDS_CONFIRMATION - f|confirm SUCCEEDED - f" ;;
         # Each client's first call settles its key; every later one, in any round, replays it.
         replay) expected="call SUCCEEDED - f|call SUCCEEDED - t"; [ "$round" -eq 1 ] || expected="call SUCCEEDED - t" ;;
@@ -212,7 +212,7 @@ fi
 log "workloads ($rounds round(s) of ${duration}s each)"
 for c in "${clients[@]}"; do
     for round in $(seq "$rounds"); do
-        for w in floor_close floor_bound_close gated_close floor_pair floor_bound_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
+        for w in floor_close floor_bound_close gated_close limited_close floor_pair floor_bound_pair gated_pair replay denial purchase outbox_enqueue durable_write; do
             run "$w" "$c" toolgate_bench "$w" "$round" "$duration"
         done
     done

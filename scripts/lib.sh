@@ -415,7 +415,8 @@ toolgate_cli() {
 # on the server at HOST:PORT: the extension, the example ERP of the tree SRC (a tree from before
 # 0.2.0 has none, its ERP was built in), SRC's bench/setup.sql (ORDERS work orders per
 # tenant) and bench/floors.sql (this tree's if SRC has none but has the example), and the benchmark's keys, from the directory KEYS (made there with $TOOLGATE_BIN when
-# missing), registered. Then sets token, token1 and technician, the identities its workloads take.
+# missing), registered. Then sets token, token1, technician and limited, the identities its
+# workloads take.
 # shellcheck disable=SC2034
 bench_load() {
     local h=$1 p=$2 db=$3 orders=$4 src=$5 keys=$6 kid
@@ -443,4 +444,6 @@ bench_load() {
     token=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench --sub bench-user --tenant bench --role supervisor --ttl 21600)
     token1=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench1 --sub bench-user --tenant bench1 --role supervisor --ttl 21600)
     technician=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench --sub bench-tech --tenant bench --role technician --ttl 21600)
+    # A caller three limits over time apply to (bench/setup.sql; workload limited_close).
+    limited=$("$TOOLGATE_BIN" identity --dir "$keys" --kid idp-bench --sub bench-limited --tenant bench --role limited --ttl 21600)
 }

@@ -73,7 +73,10 @@ CREATE TABLE toolgate.tenants (
     language     text NOT NULL DEFAULT 'pt',
     currency     text NOT NULL DEFAULT 'BRL',
     minor_unit   smallint NOT NULL DEFAULT 2,
-    money_format text NOT NULL DEFAULT 'R$ 1.234,56'
+    money_format text NOT NULL DEFAULT 'R$ 1.234,56',
+    -- Where the tenant's calendar days, weeks and months begin (toolgate.set_tenant_time_zone): the
+    -- windows of its calendar limits (sql/limits.sql). A name PostgreSQL knows (pg_timezone_names).
+    time_zone    text NOT NULL DEFAULT 'UTC'
 );
 
 -- Public keys only: the private halves stay with the identity provider and the channel.

@@ -2,11 +2,11 @@
 --
 -- toolgate.distribute(), run once on the coordinator after CREATE EXTENSION pg_toolgate (Citus
 -- creates the extension on every worker too), turns the extension's tables into Citus's layout:
---   * the tables a call writes (ledger, proposals, conversations, quota_usage, audit, outbox)
---     distributed by tenant_id and co-located, so one tenant's rows are on one node;
---   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, switches, their
---     history, the audit key, administrators, ERP endpoints) as reference tables, a copy on every
---     node, read locally by every call;
+--   * the tables a call writes (ledger, proposals, conversations, quota_usage, limit_usage, audit,
+--     outbox) distributed by tenant_id and co-located, so one tenant's rows are on one node;
+--   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, limits,
+--     switches, their history, the audit key, administrators, ERP endpoints) as reference tables,
+--     a copy on every node, read locally by every call;
 --   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read) delegated to
 --     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
 --     row-level security on toolgate.current_tenant() included, runs in one backend there; so
@@ -50,8 +50,9 @@ DECLARE
     reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
                                        'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
                                        'policy_history', 'tool_history', 'write_switches', 'audit_key',
-                                       'administrators', 'erp_endpoint_history'];
-    tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox'];
+                                       'administrators', 'erp_endpoint_history', 'limits', 'limit_history'];
+    tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
+                                           'limit_usage'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',
@@ -113,6 +114,10 @@ BEGIN
         END LOOP;
     END IF;
     FOREACH t IN ARRAY reference LOOP
+        -- A configuration table a later version added (no foreign keys): on its own.
+        IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = format('toolgate.%I', t)::regclass) THEN
+            PERFORM create_reference_table(format('toolgate.%I', t)::regclass);
+        END IF;
         object := 'toolgate.' || t; layout := 'reference';
         RETURN NEXT;
     END LOOP;

@@ -39,6 +39,10 @@ GRANT EXECUTE ON FUNCTION
     toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[],
                         text[]),
     toolgate.policy_at(text, text, timestamptz),
+    toolgate.set_tenant_time_zone(text, text),
+    toolgate.set_limit(text, text, numeric, text, interval, text, text, text, boolean),
+    toolgate.drop_limit(text, text),
+    toolgate.limits_usage(text),
     toolgate.set_writes_enabled(boolean, text),
     toolgate.explain_call(text, text, text, jsonb),
     toolgate.define_tool(text, text, jsonb, boolean, regprocedure, regprocedure, regprocedure, text, text[], text),
@@ -58,7 +62,8 @@ TO toolgate_admin;
 GRANT SELECT ON toolgate.tenants, toolgate.keys, toolgate.issuers, toolgate.tenant_issuers, toolgate.tools, toolgate.tool_schemas,
                 toolgate.policies, toolgate.policy_history, toolgate.write_switches,
                 toolgate.tool_bindings, toolgate.tool_history, toolgate.administrators,
-                toolgate.erp_endpoints, toolgate.erp_endpoint_history, toolgate.outbox
+                toolgate.erp_endpoints, toolgate.erp_endpoint_history, toolgate.outbox,
+                toolgate.limits, toolgate.limit_history, toolgate.limit_usage
 TO toolgate_admin;
 -- toolgate.repoint_erp_endpoint stays the owner's until the DBA grants it to a role of their
 -- choosing: moving an endpoint sends its queued intents to another host.
@@ -74,7 +79,8 @@ GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 
 -- Audit and privacy: the views, and which policy was in force when.
 GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
-GRANT SELECT ON toolgate.policy_history, toolgate.erp_endpoint_history TO toolgate_auditor;
+GRANT SELECT ON toolgate.policy_history, toolgate.erp_endpoint_history, toolgate.limit_history TO toolgate_auditor;
+GRANT EXECUTE ON FUNCTION toolgate.limits_usage(text) TO toolgate_auditor;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox

@@ -191,6 +191,9 @@ CREATE TABLE toolgate.outbox (
     in_doubt        boolean NOT NULL DEFAULT false,
     -- The current claim (claim_outbox's), which the settlement must present; NULL once settled.
     claim           uuid,
+    -- What the call took from the tenant's limits over time (src/gate/limits.rs): each limit's
+    -- name, subject, bucket and amount; given back if the ERP refuses the intent.
+    limits          jsonb,
     PRIMARY KEY (tenant_id, tool, idempotency_key)
 );
 CREATE INDEX outbox_pending ON toolgate.outbox (created_at) WHERE state = 'PENDING';
@@ -948,11 +951,17 @@ BEGIN
                 'refused_lines', pg_catalog.jsonb_array_length(lines)) || coalesce(resolution, '{}')),
             0);
     -- What the call consumed is given back when its effect did not happen, as for a tool whose
-    -- effect refuses in the database: the conversation's quota (the call that queued it).
+    -- effect refuses in the database: the conversation's quota (the call that queued it) and
+    -- what it took from the tenant's limits over time.
     IF new_state = 'REJECTED' THEN
         UPDATE toolgate.quota_usage q SET used = q.used - 1, updated_at = pg_catalog.now()
          WHERE q.tenant_id = intent.tenant_id AND q.actor = intent.actor
            AND q.conversation_id = intent.conversation_id AND q.tool = intent.tool AND q.used > 0;
+        UPDATE toolgate.limit_usage u SET used = u.used - c.amount
+          FROM pg_catalog.jsonb_to_recordset(coalesce(intent.limits, '[]')) AS c(name text, subject text, bucket bigint,
+                                                                                  amount numeric)
+         WHERE u.tenant_id = intent.tenant_id AND u.name = c.name AND u.subject = c.subject
+           AND u.bucket = pg_catalog.to_timestamp(c.bucket) AND u.used >= c.amount;
     END IF;
     RETURN stored;
 END

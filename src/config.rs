@@ -1,4 +1,4 @@
-//! Configuration rows — tenants' locales, keys, issuers, tools and their schemas, policy rows, the kill switch — are read on
+//! Configuration rows — tenants' locales, keys, issuers, tools and their schemas, policy rows, limits, the kill switch — are read on
 //! every call and change rarely. A backend keeps what it read until PostgreSQL says a row
 //! changed: a statement trigger on each configuration table sends a relcache invalidation for it
 //! (sql/api.sql), each backend forgets its copies when the message arrives, and every gate call
@@ -18,7 +18,7 @@ use crate::spi;
 /// Entries a cache keeps; past this (unknown kids from forged tokens, say) it starts over.
 const LIMIT: usize = 10_000;
 /// The configuration tables whose changes clear the caches.
-const TABLES: [&std::ffi::CStr; 10] = [
+const TABLES: [&std::ffi::CStr; 11] = [
     c"tenants",
     c"keys",
     c"issuers",
@@ -29,6 +29,7 @@ const TABLES: [&std::ffi::CStr; 10] = [
     c"policies",
     c"write_switches",
     c"erp_endpoints",
+    c"limits",
 ];
 
 thread_local! {

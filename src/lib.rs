@@ -155,7 +155,8 @@ extension_sql_file!(
     requires = ["api", check_consent_template, check_tool_name, current_tenant, current_actor, current_conversation]
 );
 extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"]);
-extension_sql_file!("../sql/views.sql", name = "views", requires = ["outbox"]);
+extension_sql_file!("../sql/limits.sql", name = "limits", requires = ["outbox"]);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["limits"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/report.sql", name = "report", requires = ["hardening"]);
 extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report", node_audit_id]);

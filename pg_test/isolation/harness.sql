@@ -136,10 +136,53 @@ SELECT :'pid'::uuid AS proposal;
 \set tok `${TOOLGATE_MINT:?} yes acme :pid sim`
 INSERT INTO isolation.tokens VALUES ('rf:yes', :'tok');
 
+-- iso-lim: limits over time (limit_race). Closes apply at once, one per rolling hour for the
+-- whole tenant; purchases ask a person (tier 1), R$ 60,00 a day; two proposals of R$ 50,00 wait,
+-- on cost centres of their own (so only the limit makes them wait for each other).
+SET ROLE toolgate_admin;
+SELECT toolgate.add_tenant('iso-lim', 'Isolation limits');
+SELECT toolgate.set_policy('iso-lim', 'request_close', allowed => true, roles => ARRAY['supervisor'], tier => 0);
+SELECT toolgate.set_policy('iso-lim', 'request_purchase_part', allowed => true, roles => ARRAY['supervisor'], tier => 1,
+                           max_value => 500, max_calls_per_conversation => 5);
+SELECT toolgate.set_limit('iso-lim', 'closes-per-hour', max => 1, rolling => '1 hour', tool => 'request_close');
+SELECT toolgate.set_limit('iso-lim', 'spend-per-day', max => 60, measure => 'value', calendar => 'day',
+                          tool => 'request_purchase_part');
+RESET ROLE;
+\set pk `${TOOLGATE_MINT:?} key idp-iso-lim`
+SELECT toolgate.add_key('iso-lim', 'idp-iso-lim', 'identity', :'pk');
+\set pk `${TOOLGATE_MINT:?} key chan-iso-lim`
+SELECT toolgate.add_key('iso-lim', 'chan-iso-lim', 'channel', :'pk');
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES
+    ('iso-lim', '951', 'open', true), ('iso-lim', '952', 'open', true),
+    ('iso-lim', '953', 'open', true), ('iso-lim', '954', 'open', true);
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+    ('iso-lim', 'P-50', 'Peça de 50', 50.00, 5);
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) VALUES
+    ('iso-lim', 'CC-LIM', 'Limites (folga)', 1000.00), ('iso-lim', 'CC-LIM2', 'Limites 2 (folga)', 1000.00);
+\set lim_a `${TOOLGATE_MINT:?} id iso-lim ana supervisor`
+INSERT INTO isolation.tokens VALUES ('lim-a', :'lim_a');
+\set tok `${TOOLGATE_MINT:?} id iso-lim bia supervisor`
+INSERT INTO isolation.tokens VALUES ('lim-b', :'tok');
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'lim_a', 'iso-lim-1',
+       '{"order_id": "953", "part_id": "P-50", "quantity": 1, "cost_center": "CC-LIM", "idempotency_key": "iso-lim-953"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes iso-lim :pid sim`
+INSERT INTO isolation.tokens VALUES ('lim1:yes', :'tok');
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'lim_a', 'iso-lim-2',
+       '{"order_id": "954", "part_id": "P-50", "quantity": 1, "cost_center": "CC-LIM2", "idempotency_key": "iso-lim-954"}') r \gset
+RESET ROLE;
+SELECT :'pid'::uuid AS proposal;
+\set tok `${TOOLGATE_MINT:?} yes iso-lim :pid sim`
+INSERT INTO isolation.tokens VALUES ('lim2:yes', :'tok');
+
 -- The state every permutation starts from: copies of every table a call can change.
 CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
 CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
 CREATE TABLE isolation.base_quota_usage AS TABLE toolgate.quota_usage;
+CREATE TABLE isolation.base_limit_usage AS TABLE toolgate.limit_usage;
 CREATE TABLE isolation.base_work_orders AS TABLE maintenance.work_orders;
 CREATE TABLE isolation.base_cost_centers AS TABLE maintenance.cost_centers;
 -- Configuration a permutation may change (config_snapshot): policies, key states, schemas.
@@ -159,12 +202,13 @@ CREATE FUNCTION isolation.reset() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     TRUNCATE maintenance.close_requests, maintenance.purchases, toolgate.ledger, toolgate.proposals,
-             toolgate.quota_usage, toolgate.write_switches;
+             toolgate.quota_usage, toolgate.limit_usage, toolgate.write_switches;
     INSERT INTO toolgate.ledger SELECT * FROM isolation.base_ledger;
     -- Live proposals wait their full time again, whenever the permutation runs.
     INSERT INTO toolgate.proposals SELECT * FROM isolation.base_proposals;
     UPDATE toolgate.proposals SET expires_at = now() + interval '5 minutes' WHERE status = 'live';
     INSERT INTO toolgate.quota_usage SELECT * FROM isolation.base_quota_usage;
+    INSERT INTO toolgate.limit_usage SELECT * FROM isolation.base_limit_usage;
     UPDATE maintenance.work_orders w SET status = b.status, inspected = b.inspected
       FROM isolation.base_work_orders b WHERE (w.tenant_id, w.order_id) = (b.tenant_id, b.order_id);
     UPDATE maintenance.cost_centers c SET spent = b.spent

@@ -11,6 +11,7 @@ pub mod effect;
 mod fmgr;
 pub mod idempotency;
 pub mod identity;
+pub mod limits;
 pub mod locale;
 pub mod quota;
 mod reader;
@@ -18,7 +19,7 @@ mod scope;
 pub mod step;
 
 use serde_json::{json, Value};
-use toolgate_core::outcome::{Reply, Rule};
+use toolgate_core::outcome::{Outcome, Reply, Rule};
 use toolgate_core::token::Identity;
 
 use crate::audit::Audit;
@@ -164,15 +165,29 @@ fn decide<'k>(
     // 5. Domain rules against the ERP's current state: the target's state, its value, the budget.
     let intent = check_domain(who, args, &policy, target, audit)?;
 
-    // 6. Quota: only calls that passed 1–5 get here.
+    // 6. Quota: only calls that passed 1–5 get here. Then the tenant's limits over time: a tier-0
+    // call consumes them now; a proposal only checks them (its confirmation consumes). A limit's
+    // refusal gives back the conversation's call.
     let used =
         audit.step(StepName::Quota, quota::consume(&who.tenant, &who.sub, conversation, tool, policy.max_calls))?;
+    let tier = intent.tier(&policy);
+    let limited = if tier >= 1 {
+        limits::check(who, tool, intent.value()).map(|()| limits::Charged::default())
+    } else {
+        limits::consume(who, tool, intent.value())
+    };
+    if limited.is_err() && used.is_some() {
+        quota::refund(&who.tenant, &who.sub, conversation, tool);
+    }
+    let charged = audit.step(StepName::Quota, limited)?;
     if let (Some(used), Some(limit)) = (used, policy.max_calls) {
         audit.note("quota", json!({"used": used, "limit": limit, "left": limit - used}));
     }
+    if let Some(noted) = charged.noted() {
+        audit.note("limits", noted);
+    }
 
     // 7. Confirmation: tier ≥ 1 (the row's, raised by the value) becomes a proposal.
-    let tier = intent.tier(&policy);
     if tier >= 1 {
         let view = confirmation::propose(who, conversation, tool, args, &intent, &policy, tier);
         audit.step(StepName::Confirmation, Ok(()))?;
@@ -182,10 +197,20 @@ fn decide<'k>(
         return Ok(Decided::reply(Reply::needs_confirmation(view)));
     }
 
-    // 8. Effect: tier 0 applies at once. If the state moved under it, the quota is given back.
+    // 8. Effect: tier 0 applies at once. If the state moved under it, the quota and the limits
+    // are given back.
     let applied = effect::apply(&intent);
-    if applied.is_err() && used.is_some() {
-        quota::refund(&who.tenant, &who.sub, conversation, tool);
+    match &applied {
+        Err(_) => {
+            if used.is_some() {
+                quota::refund(&who.tenant, &who.sub, conversation, tool);
+            }
+            limits::refund(&charged);
+        }
+        Ok(reply) if reply.outcome == Outcome::Pending => {
+            limits::keep_with_intent(&charged, tool, args.str("idempotency_key"));
+        }
+        Ok(_) => {}
     }
     let reply = audit.step(StepName::Effect, applied)?;
     Ok(Decided::settling(reply, held))
@@ -326,7 +351,19 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audi
     };
     audit.step(StepName::Confirmation, consented)?;
 
-    audit.step(StepName::Effect, effect::apply(&intent))
+    // The limits over time are consumed now, in the effect's transaction: the person's yes
+    // spends them, and one that filled since the proposal refuses it.
+    let charged = audit.step(StepName::Quota, limits::consume(who, &p.tool, intent.value()))?;
+    if let Some(noted) = charged.noted() {
+        audit.note("limits", noted);
+    }
+    let applied = effect::apply(&intent);
+    match &applied {
+        Err(_) => limits::refund(&charged),
+        Ok(reply) if reply.outcome == Outcome::Pending => limits::keep_with_intent(&charged, &p.tool, &p.key),
+        Ok(_) => {}
+    }
+    audit.step(StepName::Effect, applied)
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

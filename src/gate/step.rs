@@ -30,6 +30,8 @@ impl Deny {
     pub fn reply(self) -> Reply {
         if self.rule == Rule::SchemaInvalid {
             Reply::schema_invalid(self.errors)
+        } else if self.rule == Rule::LimitExceeded {
+            Reply::limit_exceeded(self.detail)
         } else {
             Reply::denied(self.rule)
         }
@@ -52,7 +54,7 @@ pub enum StepName {
     Authorization,
     /// 5: the target's state and the value.
     Domain,
-    /// 6: the conversation's calls of the tool.
+    /// 6: the conversation's calls of the tool, and the tenant's limits over time.
     Quota,
     /// 7: a proposal, and a person's answer to it.
     Confirmation,

@@ -60,8 +60,10 @@ pub struct Report {
 }
 
 /// The lab's extra rows for load: shopping-b applies closes and purchases at once (tier 0) with a
-/// quota per conversation and small budgets, so that quota and budget races happen; both tenants
-/// get enough orders for the run.
+/// quota per conversation and small budgets, so that quota and budget races happen; limits over
+/// time that the run fills (shopping-b's closes per rolling hour and purchases' value per day,
+/// shopping-a's confirmed purchases per day), so that their races happen too; both tenants get
+/// enough orders for the run.
 fn setup_sql(orders: usize) -> String {
     format!(
         "SET ROLE toolgate_admin;
@@ -69,6 +71,12 @@ fn setup_sql(orders: usize) -> String {
                 roles => ARRAY['supervisor'], tier => 0, max_calls_per_conversation => {q});
          SELECT toolgate.set_policy('shopping-b', 'request_purchase_part', allowed => true,
                 roles => ARRAY['supervisor'], tier => 0, max_value => 300, max_calls_per_conversation => {q});
+         SELECT toolgate.set_limit('shopping-b', 'closes-per-hour', max => 120, rolling => '1 hour',
+                tool => 'request_close');
+         SELECT toolgate.set_limit('shopping-b', 'spend-per-day', max => 8000, measure => 'value',
+                calendar => 'day', tool => 'request_purchase_part');
+         SELECT toolgate.set_limit('shopping-a', 'spend-per-day', max => 1500, measure => 'value',
+                calendar => 'day', tool => 'request_purchase_part', per_actor => true);
          RESET ROLE;
          INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected)
               SELECT 'shopping-a', ({a_close} + i)::text, 'open', true FROM generate_series(0, {n}) i

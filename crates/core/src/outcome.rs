@@ -72,6 +72,9 @@ pub enum Rule {
     /// tenant-less entry point, or a routed one Citus did not delegate): the caller must use the
     /// tenant-routed entry points, each as the statement's only call outside a transaction block.
     RoutingRequired,
+    /// A limit over time (a tenant's calls or value per rolling window or calendar period) has no
+    /// room for this call now: the reply's `result` names the limit, its window and when it frees.
+    LimitExceeded,
 }
 
 impl Rule {
@@ -87,7 +90,7 @@ impl Rule {
         Rule::NAMEABLE.into_iter().find(|r| r.as_str() == word)
     }
 
-    pub const ALL: [Rule; 19] = [
+    pub const ALL: [Rule; 20] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
         Rule::WriteDisabled,
@@ -107,6 +110,7 @@ impl Rule {
         Rule::EffectFailed,
         Rule::ErpRejected,
         Rule::RoutingRequired,
+        Rule::LimitExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -130,6 +134,7 @@ impl Rule {
             Rule::EffectFailed => "effect_failed",
             Rule::ErpRejected => "erp_rejected",
             Rule::RoutingRequired => "routing_required",
+            Rule::LimitExceeded => "limit_exceeded",
         }
     }
 
@@ -202,6 +207,22 @@ impl Reply {
             result: None,
             content: text(summary),
         }
+    }
+
+    /// A limit over time with no room now: `limit` says which (`limit`, `window`, `max`, `used`,
+    /// `retry_after` in seconds, null when this call alone is over the limit), so a host can tell
+    /// the model when to try again. Only the DBA's names and the gate's numbers: nothing the
+    /// caller sent.
+    pub fn limit_exceeded(limit: Value) -> Reply {
+        let when = match limit.get("retry_after").and_then(Value::as_i64) {
+            Some(seconds) => format!("it frees up in {seconds} s"),
+            None => "this call alone is over it".to_string(),
+        };
+        let name = limit.get("limit").and_then(Value::as_str).unwrap_or("?");
+        let summary = format!(
+            "Call refused by the gate (limit_exceeded): limit {name} has no room now, {when}; nothing was changed."
+        );
+        Reply { result: Some(limit), content: text(summary), ..Reply::denied(Rule::LimitExceeded) }
     }
 
     /// A contract violation, with the paths of what was wrong.

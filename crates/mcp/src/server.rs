@@ -789,6 +789,17 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_refusal_tells_when_to_try_again() {
+        let limit = json!({"limit": "spend-per-day", "window": "day", "max": 30, "used": 30, "retry_after": 5400});
+        let o = toolgate_core::outcome::Reply::limit_exceeded(limit).to_json();
+        let r = result(o);
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.structured_content.as_ref().unwrap()["result"]["retry_after"], 5400);
+        let text = serde_json::to_value(&r.content).unwrap()[0]["text"].as_str().unwrap().to_string();
+        assert!(text.contains("limit_exceeded") && text.contains("frees up in 5400 s"), "{text}");
+    }
+
+    #[test]
     fn a_changed_listing_is_told_once() {
         let server = ToolgateServer::new(Config {
             database: toolgate_pgconn::Database::parse("host=/nonexistent dbname=x", "t").unwrap(),

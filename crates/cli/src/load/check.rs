@@ -207,6 +207,28 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
                format('%s quota rows, %s at their limit', (SELECT count(*) FROM toolgate.quota_usage),
                       (SELECT count(*) FROM toolgate.quota_usage q JOIN toolgate.policies p USING (tenant_id, tool)
                         WHERE q.used = p.max_calls_per_conversation))").await?);
+    out.push(finding(root, "no limit over its max in any window, and each counts exactly the effects it admitted", "
+        WITH m AS (
+            SELECT l.tenant_id, l.name, l.max, l.rolling_seconds,
+                   CASE WHEN l.measure = 'value'
+                        THEN (SELECT coalesce(sum(p.total), 0) FROM maintenance.purchases p WHERE p.tenant_id = l.tenant_id)
+                        WHEN l.tool = 'request_close'
+                        THEN (SELECT count(*) FROM maintenance.close_requests c WHERE c.tenant_id = l.tenant_id)
+                        ELSE (SELECT count(*) FROM maintenance.purchases p WHERE p.tenant_id = l.tenant_id) END AS effects,
+                   (SELECT coalesce(sum(u.used), 0) FROM toolgate.limit_usage u
+                     WHERE u.tenant_id = l.tenant_id AND u.name = l.name) AS used,
+                   (SELECT coalesce(max((SELECT sum(v.used) FROM toolgate.limit_usage v
+                                          WHERE v.tenant_id = l.tenant_id AND v.name = l.name
+                                            AND v.bucket <= b.bucket
+                                            AND (l.rolling_seconds IS NULL AND v.bucket = b.bucket
+                                                 OR v.bucket > b.bucket - pg_catalog.make_interval(secs => l.rolling_seconds)))), 0)
+                      FROM toolgate.limit_usage b
+                     WHERE b.tenant_id = l.tenant_id AND b.name = l.name) AS fullest
+              FROM toolgate.limits l)
+        SELECT count(*) FILTER (WHERE used <> effects OR fullest > max),
+               string_agg(format('%s/%s: %s used of %s (fullest window %s), effects %s', tenant_id, name, used, max,
+                                 fullest, effects), '; ' ORDER BY tenant_id, name)
+          FROM m").await?);
     out.push(finding(root, "no budget exceeded, and each cost centre spent exactly its purchases", "
         SELECT count(*) FILTER (WHERE c.spent > c.budget OR coalesce(p.total, 0) > c.budget OR c.spent <> coalesce(p.total, 0)),
                format('%s cost centres, %s exhausted (less than R$ 13 left), R$ %s spent', count(*),

@@ -54,6 +54,7 @@ const BROAD: &[(&str, &str)] = &[
     ("BLOCKED", "rate_over_limit"),
     ("BLOCKED", "budget_exceeded"),
     ("BLOCKED", "value_over_limit"),
+    ("BLOCKED", "limit_exceeded"),
     ("REJECTED", "idempotency_key_reused"),
 ];
 
@@ -260,8 +261,12 @@ impl Mix {
             Op::NewClose => {
                 let k = self.fresh_key(s);
                 let args = close_args(B_CLOSE_ORDERS + rng.usize(..self.orders), &k);
-                const ALLOWED: &[(&str, &str)] =
-                    &[("SUCCEEDED", ""), ("BLOCKED", "state_not_allowed"), ("BLOCKED", "rate_over_limit")];
+                const ALLOWED: &[(&str, &str)] = &[
+                    ("SUCCEEDED", ""),
+                    ("BLOCKED", "state_not_allowed"),
+                    ("BLOCKED", "rate_over_limit"),
+                    ("BLOCKED", "limit_exceeded"),
+                ];
                 Mix::write(s, "new_close", Who::SupB, "request_close", b_conv, args, Expect::OneOf(ALLOWED))
             }
             Op::NewPurchase => {
@@ -269,8 +274,12 @@ impl Mix {
                 let (part, quantity) = if rng.bool() { ("F-200", rng.i64(1..=20)) } else { ("V-10", rng.i64(1..=5)) };
                 let cc = ["CC-B-1", "CC-B-2", "CC-B-BIG", "CC-OBRAS"][rng.usize(..4)];
                 let args = purchase_args(B_BUY_ORDERS + rng.usize(..BUY_ORDERS), part, quantity, cc, &k);
-                const ALLOWED: &[(&str, &str)] =
-                    &[("SUCCEEDED", ""), ("BLOCKED", "budget_exceeded"), ("BLOCKED", "rate_over_limit")];
+                const ALLOWED: &[(&str, &str)] = &[
+                    ("SUCCEEDED", ""),
+                    ("BLOCKED", "budget_exceeded"),
+                    ("BLOCKED", "rate_over_limit"),
+                    ("BLOCKED", "limit_exceeded"),
+                ];
                 Mix::write(s, "new_purchase", Who::SupB, "request_purchase_part", b_conv, args, Expect::OneOf(ALLOWED))
             }
             Op::Propose => {
@@ -285,8 +294,12 @@ impl Mix {
                         if rng.u32(0..5) == 0 { ("B42-MOTOR", 1) } else { ("F-200", rng.i64(1..=20)) };
                     let cc = if rng.bool() { "CC-MANUT" } else { "CC-A-SMALL" };
                     let args = purchase_args(A_BUY_ORDERS + rng.usize(..BUY_ORDERS), part, quantity, cc, &k);
-                    const ALLOWED: &[(&str, &str)] =
-                        &[("NEEDS_CONFIRMATION", ""), ("BLOCKED", "budget_exceeded"), ("BLOCKED", "rate_over_limit")];
+                    const ALLOWED: &[(&str, &str)] = &[
+                        ("NEEDS_CONFIRMATION", ""),
+                        ("BLOCKED", "budget_exceeded"),
+                        ("BLOCKED", "rate_over_limit"),
+                        ("BLOCKED", "limit_exceeded"),
+                    ];
                     Mix::write(
                         s,
                         "propose_purchase",
@@ -425,6 +438,7 @@ impl Mix {
                         ("BLOCKED", "proposal_not_live"),
                         ("SUCCEEDED", ""),
                         ("CANCELLED", "human_declined"),
+                        ("BLOCKED", "limit_exceeded"),
                     ]),
                     None => Expect::OneOf(&[
                         ("SUCCEEDED", ""),
@@ -432,6 +446,7 @@ impl Mix {
                         ("BLOCKED", "proposal_not_live"),
                         ("BLOCKED", "budget_exceeded"),
                         ("BLOCKED", "state_not_allowed"),
+                        ("BLOCKED", "limit_exceeded"),
                     ]),
                 };
                 let request =
