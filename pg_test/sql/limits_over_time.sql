@@ -64,6 +64,13 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule, r->>'isError' AS is_error,
        r->'result'->>'used' AS used, (r->'result'->>'retry_after')::int BETWEEN 3540 AND 3660 AS retry_in_the_hour,
        r->'content'->0->>'text' LIKE '%limit closes-per-hour has no room now, it frees up in %' AS says_when
   FROM toolgate.request_close(:'ana', 'c3', '{"order_id": "902", "reason": "Inspeção validada", "idempotency_key": "limits-902"}') r;
+-- explain_call shows the limit deciding, with the same fields, and consumes nothing.
+SET ROLE toolgate_admin;
+SELECT r->>'rule' AS rule, r->>'decided_by' AS decided_by, r->'steps'->-1->'detail'->>'limit' AS limit,
+       r->'steps'->-1->'detail'->>'used' AS used
+  FROM toolgate.explain_call(:'ana', 'request_close', 'c3',
+       '{"order_id": "902", "reason": "Inspeção validada", "idempotency_key": "limits-902-x"}') r;
+SET ROLE toolgate_agent;
 -- Another actor has a counter of their own.
 SELECT r->>'outcome' AS outcome FROM toolgate.request_close(:'bia', 'c1',
        '{"order_id": "902", "reason": "Inspeção validada", "idempotency_key": "limits-902-b"}') r;

@@ -919,6 +919,30 @@ async def expired_identity(lab):
     check(lab.closes(key) == 0, "a write with an expired token applied")
 
 
+async def limit_over_time(lab):
+    """A limit over time (one close an hour for the person), full after a confirmed close: the next
+    close is refused at its proposal, the model told when the limit frees up, nobody asked."""
+    first, second = lab.fresh_order(), lab.fresh_order()
+    k1, k2, person = new_key("limit-1"), new_key("limit-2"), Person(accepts)
+    lab.db.execute("SELECT toolgate.set_limit(%s, 'evals-closes-per-hour', max => 1, rolling => '1 hour', "
+                   "tool => 'request_close', per_actor => true)", (TENANT,))
+    try:
+        async with lab.session(person) as s:
+            err, text, out = await call(s, "request_close", close_args(first, k1))
+            check(not err and out.get("outcome") == "SUCCEEDED", f"first close: {out.get('outcome')} {out.get('rule')}")
+            err, text, out = await call(s, "request_close", close_args(second, k2))
+    finally:
+        lab.db.execute("SELECT toolgate.drop_limit(%s, 'evals-closes-per-hour')", (TENANT,))
+    limit = out.get("result") or {}
+    check(err and out.get("outcome") == "BLOCKED" and out.get("rule") == "limit_exceeded",
+          f"second close: {out.get('outcome')} {out.get('rule')}")
+    check(limit.get("limit") == "evals-closes-per-hour" and 3540 <= (limit.get("retry_after") or 0) <= 3660,
+          f"the refusal does not say which limit frees up when: {limit}")
+    check(f"frees up in {limit.get('retry_after')} s" in text, f"the text does not say when: {text!r}")
+    check(len(person.asked) == 1 and lab.closes(k2) == 0 and lab.status(second) == "open",
+          "the person was asked again, or the second close applied")
+
+
 CASES = [
     ("read_order 742 matches the ERP", read_matches_erp),
     ("read of a missing order says so", read_missing_order),
@@ -945,6 +969,7 @@ CASES = [
     ("HTTP: 401 and RFC 9728 metadata; malformed JSON-RPC, unknown method", http_bearer_and_metadata),
     ("HTTP: two processes serve one conversation, one effect", http_two_processes),
     ("stdio: an expired identity token says what to do, nothing applied", expired_identity),
+    ("a limit over time full: refused with when it frees up, nobody asked", limit_over_time),
 ]
 
 
