@@ -432,15 +432,21 @@ REQUEST = [
     ("4 authorization: policy, role, the target's locked read", "pg_toolgate::gate::authorize", "pg_toolgate::gate::decide"),
     ("5 domain rules", "pg_toolgate::gate::check_domain", "pg_toolgate::gate::decide"),
     ("6 quota", "pg_toolgate::gate::quota::consume", "pg_toolgate::gate::decide"),
+    ("6 limits over time", "pg_toolgate::gate::limits::consume", "pg_toolgate::gate::decide"),
 ]
-STEPS = {
-    "gated_close": [("the C function `call`: the arguments in, the gate, the reply out", "call_wrapper", None)]
+CLOSE = (
+    [("the C function `call`: the arguments in, the gate, the reply out", "call_wrapper", None)]
     + REQUEST
     + [
         ("8 effect: the bound effect function", "pg_toolgate::gate::effect::apply", "pg_toolgate::gate::decide"),
         ("the ledger's row (settled)", "pg_toolgate::gate::Decided::settle", "pg_toolgate::gate::request"),
         ("the audit row", "pg_toolgate::audit::Audit::record", "pg_toolgate::gate::request"),
-    ],
+    ]
+)
+STEPS = {
+    "gated_close": CLOSE,
+    # The same close by a caller three limits over time apply to (bench/setup.sql).
+    "limited_close": CLOSE,
     "gated_propose": [("the C function `call`: the arguments in, the gate, the reply out", "call_wrapper", None)]
     + REQUEST
     + [

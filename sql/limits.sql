@@ -48,22 +48,17 @@ CREATE INDEX limit_history_at ON toolgate.limit_history (tenant_id, name, change
 
 -- What each counter used, per bucket: a calendar limit has one bucket per period (its start), a
 -- rolling one buckets of a sixtieth of its window (at least a second), summed over the window.
--- subject is the actor for a per-actor limit, '' otherwise.
+-- subject is the actor for a per-actor limit, '' otherwise. `used` is never below zero: a domain,
+-- as for the other tables every call writes (sql/bootstrap.sql says why).
+CREATE DOMAIN toolgate.limit_used AS numeric(16, 2) CHECK (VALUE >= 0);
 CREATE TABLE toolgate.limit_usage (
     tenant_id  text NOT NULL,
     name       text NOT NULL,
     subject    text NOT NULL,
     bucket     timestamptz NOT NULL,
-    used       numeric(16, 2) NOT NULL CHECK (used >= 0),
+    used       toolgate.limit_used NOT NULL,
     PRIMARY KEY (tenant_id, name, subject, bucket)
 );
-
--- A bucket's start in whole seconds since the epoch, as the gate keeps a charge to give it back.
--- IMMUTABLE although date_part over a timestamptz is not: the epoch is the same in every time
--- zone (Citus refuses any function that is not IMMUTABLE in an INSERT's RETURNING).
-CREATE FUNCTION toolgate.epoch_seconds(ts timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN pg_catalog.date_part('epoch', ts)::bigint;
 
 CREATE TRIGGER limits_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.limits
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.config_changed('limits');

@@ -212,7 +212,9 @@ pub fn refund(charged: &Charged) {
 }
 
 /// Take `amount` from one counter if its window has room: the bucket charged and the window's
-/// use after; `Err` when there is no room (nothing taken).
+/// use after; `Err` when there is no room (nothing taken). The bucket comes back as seconds since
+/// the epoch through an interval (`bucket - 'epoch'`), every function of it IMMUTABLE: Citus takes
+/// no other in an INSERT's RETURNING, and a SQL function there would be run, not inlined.
 fn take(tenant: &str, zone: &str, l: &Limit, subject: &str, amount: Decimal) -> Result<(i64, Decimal), ()> {
     let amount_text = amount.to_string();
     let max_text = l.max.to_string();
@@ -223,7 +225,7 @@ fn take(tenant: &str, zone: &str, l: &Limit, subject: &str, amount: Decimal) -> 
              VALUES ($1, $2, $3, pg_catalog.date_trunc($4, pg_catalog.statement_timestamp(), $5), $6::numeric) \
              ON CONFLICT (tenant_id, name, subject, bucket) DO UPDATE SET used = u.used + excluded.used \
               WHERE u.used + excluded.used <= $7::numeric \
-             RETURNING toolgate.epoch_seconds(u.bucket), u.used::text",
+             RETURNING pg_catalog.date_part('epoch', u.bucket - 'epoch'::timestamptz)::bigint, u.used::text",
             &[
                 tenant.into(),
                 l.name.as_str().into(),
@@ -248,7 +250,7 @@ fn take(tenant: &str, zone: &str, l: &Limit, subject: &str, amount: Decimal) -> 
                  VALUES ($1, $2, $3, pg_catalog.to_timestamp(pg_catalog.floor( \
                              pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()) / $4) * $4), $5::numeric) \
                  ON CONFLICT (tenant_id, name, subject, bucket) DO UPDATE SET used = u.used + excluded.used \
-                 RETURNING toolgate.epoch_seconds(u.bucket)",
+                 RETURNING pg_catalog.date_part('epoch', u.bucket - 'epoch'::timestamptz)::bigint",
                 &[tenant.into(), l.name.as_str().into(), subject.into(), l.width().into(), amount_text.as_str().into()],
                 |r| spi::col::<i64>(r, 1),
             )
