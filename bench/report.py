@@ -156,7 +156,8 @@ def dispatch_section(dispatch_path):
     with open(dispatch_path) as f:
         for line in f:
             if line.strip():
-                c, batch, intents, seconds, rate = line.split("\t")
+                # (bench-dispatch prints more columns after these: its CPU, the queue's lag.)
+                c, batch, intents, seconds, rate = line.split("\t")[:5]
                 rounds.setdefault(int(c), []).append((int(batch), int(intents), float(seconds), float(rate)))
     if not rounds:
         return []
@@ -308,7 +309,9 @@ def steps_section(md_path, tables_path, label):
                "with the feature `steps`, which keeps each step out of line so the profile can name it "
                "(its totals differ a little from the release build's), with everything it calls; "
                "*the rest of* a row is what it does outside the rows under it. `gated_propose` and "
-               "`gated_confirm` are the two transactions of the confirmed close (`gated_pair`).\n"
+               "`gated_confirm` are the two transactions of the confirmed close (`gated_pair`); "
+               "`limited_close` is `gated_close` by a caller three limits over time apply to "
+               "([limits.md](limits.md#what-a-limit-costs)).\n"
                + open(tables_path).read().rstrip("\n") + "\n")
     text = open(md_path).read() if os.path.exists(md_path) else ""
     if STEPS_HEADING in text:

@@ -58,7 +58,7 @@ else
     rounds=${BENCH_ROUNDS:-3}
     read -r -a clients <<<"${BENCH_CLIENTS:-1 4 16}"
     read -r -a sizes <<<"${BENCH_SIZES:-1000 100000 1000000}"
-    orders=600000
+    orders=1000000
     prepared=${BENCH_CONFIRMATIONS:-80000}
     bench_release_builds "the dispatcher measured"
 fi

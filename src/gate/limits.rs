@@ -15,7 +15,8 @@
 //!
 //! When: a tier-0 call consumes at step 6. A proposal only checks (a limit already full refuses
 //! it); its confirmation consumes in the effect's transaction, so a decline or an expiry takes
-//! nothing. An effect that refuses gives back what its call took (`refund`).
+//! nothing. An effect that refuses gives back what its call took (`refund`); an outbox call's
+//! intent keeps it until the ERP answers (`keep_with_intent`).
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
