@@ -21,8 +21,9 @@
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::str::FromStr;
-use toolgate_core::outcome::Rule;
+use toolgate_core::outcome::{Outcome, Reply, Rule};
 use toolgate_core::token::Identity;
 
 use super::step::{Deny, Step};
@@ -31,7 +32,7 @@ use crate::{spi, xactlock};
 use toolgate_core::digest::key_lock_id;
 
 /// One limit row.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Limit {
     name: String,
     tool: Option<String>,
@@ -58,18 +59,19 @@ impl Limit {
     }
 }
 
-/// A tenant's limits and its time zone: configuration, cached until a row changes.
-#[derive(Clone, Default)]
+/// A tenant's limits and its time zone: configuration, cached until a row changes (shared, not
+/// copied, by each call that reads it).
+#[derive(Default)]
 struct Tenant {
     zone: String,
     limits: Vec<Limit>,
 }
 
 thread_local! {
-    static TENANTS: RefCell<Cache<String, Tenant>> = RefCell::new(Cache::new());
+    static TENANTS: RefCell<Cache<String, Rc<Tenant>>> = RefCell::new(Cache::new());
 }
 
-fn tenant(tenant: &str) -> Tenant {
+fn tenant(tenant: &str) -> Rc<Tenant> {
     cached(&TENANTS, tenant.to_string(), || {
         let read = spi::latest(
             "SELECT t.time_zone, coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object( \
@@ -81,7 +83,7 @@ fn tenant(tenant: &str) -> Tenant {
             &[tenant.into()],
             |r| Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?)),
         );
-        let Some((zone, rows)) = read else { return Tenant::default() };
+        let Some((zone, rows)) = read else { return Rc::default() };
         let rows: Vec<Value> = serde_json::from_str(&rows).unwrap_or_default();
         let limits = rows
             .iter()
@@ -98,13 +100,12 @@ fn tenant(tenant: &str) -> Tenant {
                 })
             })
             .collect();
-        Tenant { zone, limits }
+        Rc::new(Tenant { zone, limits })
     })
 }
 
 /// What one limit took from one counter: given back by `refund`.
 struct Charge {
-    tenant: String,
     name: String,
     subject: String,
     /// The bucket's start, in seconds since the epoch.
@@ -114,51 +115,56 @@ struct Charge {
     after: Decimal,
 }
 
-/// What a call took from its limits.
+/// What a call took from its tenant's limits.
 #[derive(Default)]
-pub struct Charged(Vec<Charge>);
+pub struct Charged {
+    tenant: String,
+    charges: Vec<Charge>,
+}
 
 impl Charged {
     /// What the audit keeps: each limit charged, and its use in the window after this call.
     pub fn noted(&self) -> Option<Value> {
-        (!self.0.is_empty())
-            .then(|| Value::Array(self.0.iter().map(|c| json!({"limit": c.name, "used": number(&c.after)})).collect()))
+        (!self.charges.is_empty()).then(|| {
+            Value::Array(self.charges.iter().map(|c| json!({"limit": c.name, "used": number(&c.after)})).collect())
+        })
     }
 }
 
-/// The limits that apply to `who` calling `tool`, each with its counter's subject and the amount
-/// the call counts for (a value limit skips a call that has no value).
-fn applicable(who: &Identity, tool: &str, value: Option<Decimal>) -> (Tenant, Vec<(Limit, String, Decimal)>) {
-    let t = tenant(&who.tenant);
+/// The limits of `t` that apply to `who` calling `tool`, in name order, each with its counter's
+/// subject and the amount the call counts for (a value limit skips a call that has no value).
+fn applicable<'t>(
+    t: &'t Tenant,
+    who: &'t Identity,
+    tool: &'t str,
+    value: Option<Decimal>,
+) -> impl Iterator<Item = (&'t Limit, String, Decimal)> + 't {
     let holds = |role: &str| if who.roles.is_empty() { who.role == role } else { who.roles.iter().any(|r| r == role) };
-    let apply = t
-        .limits
+    t.limits
         .iter()
-        .filter(|l| l.tool.as_deref().is_none_or(|only| only == tool))
-        .filter(|l| l.role.as_deref().is_none_or(holds))
-        .filter_map(|l| {
+        .filter(move |l| l.tool.as_deref().is_none_or(|only| only == tool))
+        .filter(move |l| l.role.as_deref().is_none_or(holds))
+        .filter_map(move |l| {
             let amount = if l.value { value? } else { Decimal::ONE };
             let subject = if l.per_actor { who.sub.clone() } else { String::new() };
-            Some((l.clone(), subject, amount))
+            Some((l, subject, amount))
         })
-        .collect();
-    (t, apply)
 }
 
 /// Consume every limit that applies to this call, in name order. On a limit with no room, what
 /// the ones before it took is given back and the call is refused.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn consume(who: &Identity, tool: &str, value: Option<Decimal>) -> Step<Charged> {
-    let (t, apply) = applicable(who, tool, value);
-    let mut charged = Charged::default();
-    for (limit, subject, amount) in apply {
-        match take(&who.tenant, &t.zone, &limit, &subject, amount) {
+    let t = tenant(&who.tenant);
+    let mut charged = Charged { tenant: who.tenant.clone(), charges: Vec::new() };
+    for (limit, subject, amount) in applicable(&t, who, tool, value) {
+        match take(&who.tenant, &t.zone, limit, &subject, amount) {
             Ok((bucket, after)) => {
-                charged.0.push(Charge { tenant: who.tenant.clone(), name: limit.name, subject, bucket, amount, after });
+                charged.charges.push(Charge { name: limit.name.clone(), subject, bucket, amount, after });
             }
             Err(()) => {
                 refund(&charged);
-                return Err(exceeded(&who.tenant, &t.zone, &limit, &subject, amount));
+                return Err(exceeded(&who.tenant, &t.zone, limit, &subject, amount));
             }
         }
     }
@@ -169,40 +175,52 @@ pub fn consume(who: &Identity, tool: &str, value: Option<Decimal>) -> Step<Charg
 /// its confirmation consumes.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn check(who: &Identity, tool: &str, value: Option<Decimal>) -> Step<()> {
-    let (t, apply) = applicable(who, tool, value);
-    for (limit, subject, amount) in apply {
-        let used = used_now(&who.tenant, &t.zone, &limit, &subject);
+    let t = tenant(&who.tenant);
+    for (limit, subject, amount) in applicable(&t, who, tool, value) {
+        let used = used_now(&who.tenant, &t.zone, limit, &subject);
         if used + amount > limit.max {
-            return Err(exceeded(&who.tenant, &t.zone, &limit, &subject, amount));
+            return Err(exceeded(&who.tenant, &t.zone, limit, &subject, amount));
         }
     }
     Ok(())
 }
 
+/// After the effect (tier 0, or a confirmation's): an effect that refused gives back what the
+/// call took; an outbox call's charges are kept on its intent (`keep_with_intent`).
+pub fn after_effect(charged: &Charged, applied: &Step<Reply>, tool: &str, key: &str) {
+    match applied {
+        Err(_) => refund(charged),
+        Ok(reply) if reply.outcome == Outcome::Pending => keep_with_intent(charged, tool, key),
+        Ok(_) => {}
+    }
+}
+
 /// An outbox call's charges, kept on its intent (`toolgate.outbox.limits`): the ERP may still do
 /// it, so they stay taken, and `toolgate.outbox_settle` gives them back if the ERP refuses it
 /// (REJECTED, or a person's word that it was not done). Nothing to keep: no statement.
-pub fn keep_with_intent(charged: &Charged, tool: &str, key: &str) {
-    let Some(first) = charged.0.first() else { return };
+fn keep_with_intent(charged: &Charged, tool: &str, key: &str) {
+    if charged.charges.is_empty() {
+        return;
+    }
     let kept: Vec<Value> = charged
-        .0
+        .charges
         .iter()
         .map(|c| json!({"name": c.name, "subject": c.subject, "bucket": c.bucket, "amount": c.amount.to_string()}))
         .collect();
     spi::run(
         "UPDATE toolgate.outbox SET limits = $4::jsonb WHERE tenant_id = $1 AND tool = $2 AND idempotency_key = $3",
-        &[first.tenant.as_str().into(), tool.into(), key.into(), Value::Array(kept).to_string().into()],
+        &[charged.tenant.as_str().into(), tool.into(), key.into(), Value::Array(kept).to_string().into()],
     );
 }
 
 /// Give back what a call took: its effect refused, or a later limit had no room.
-pub fn refund(charged: &Charged) {
-    for c in &charged.0 {
+fn refund(charged: &Charged) {
+    for c in &charged.charges {
         spi::run(
             "UPDATE toolgate.limit_usage SET used = used - $5::numeric WHERE tenant_id = $1 AND name = $2 \
              AND subject = $3 AND bucket = pg_catalog.to_timestamp($4::float8) AND used >= $5::numeric",
             &[
-                c.tenant.as_str().into(),
+                charged.tenant.as_str().into(),
                 c.name.as_str().into(),
                 c.subject.as_str().into(),
                 c.bucket.into(),

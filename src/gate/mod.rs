@@ -19,7 +19,7 @@ mod scope;
 pub mod step;
 
 use serde_json::{json, Value};
-use toolgate_core::outcome::{Outcome, Reply, Rule};
+use toolgate_core::outcome::{Reply, Rule};
 use toolgate_core::token::Identity;
 
 use crate::audit::Audit;
@@ -200,18 +200,10 @@ fn decide<'k>(
     // 8. Effect: tier 0 applies at once. If the state moved under it, the quota and the limits
     // are given back.
     let applied = effect::apply(&intent);
-    match &applied {
-        Err(_) => {
-            if used.is_some() {
-                quota::refund(&who.tenant, &who.sub, conversation, tool);
-            }
-            limits::refund(&charged);
-        }
-        Ok(reply) if reply.outcome == Outcome::Pending => {
-            limits::keep_with_intent(&charged, tool, args.str("idempotency_key"));
-        }
-        Ok(_) => {}
+    if applied.is_err() && used.is_some() {
+        quota::refund(&who.tenant, &who.sub, conversation, tool);
     }
+    limits::after_effect(&charged, &applied, tool, args.str("idempotency_key"));
     let reply = audit.step(StepName::Effect, applied)?;
     Ok(Decided::settling(reply, held))
 }
@@ -358,11 +350,7 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audi
         audit.note("limits", noted);
     }
     let applied = effect::apply(&intent);
-    match &applied {
-        Err(_) => limits::refund(&charged),
-        Ok(reply) if reply.outcome == Outcome::Pending => limits::keep_with_intent(&charged, &p.tool, &p.key),
-        Ok(_) => {}
-    }
+    limits::after_effect(&charged, &applied, &p.tool, &p.key);
     audit.step(StepName::Effect, applied)
 }
 
