@@ -98,10 +98,11 @@ suites() {
     # The next version's cluster may take the port; this one is done.
     cluster_stop "$dir"
 
-    step "10/14 [PostgreSQL $v] benchmark smoke runs (scripts/bench.sh, bench-dispatch.sh, bench-agent.sh --smoke)"
+    step "10/14 [PostgreSQL $v] benchmark smoke runs (scripts/bench.sh, bench-dispatch.sh, bench-agent.sh --smoke, bench-seal.sh 20000)"
     scripts/bench.sh --smoke
     scripts/bench-dispatch.sh --smoke
     scripts/bench-agent.sh --smoke
+    scripts/bench-seal.sh 20000
 
     step "11/14 [PostgreSQL $v] upgrade from 0.1.0 (scripts/upgrade-test.sh)"
     # A private PostgreSQL copy; 0.1.0 in its own target directory (target/upgrade), this tree's

@@ -294,6 +294,12 @@ SQL
         fail "a call after the update:"
         grep -vE '^(ok|entry points): ' "$work/after-$v-$db.log" | sed 's/^/    /'
     fi
+
+    # The audit written before the update, and by the calls after it: sealed, then verified.
+    q "$db" -c "SELECT count(*) FROM toolgate.seal()" >/dev/null || fail "toolgate.seal() after the update failed"
+    check "every tenant's audit, sealed after the update, verified" "verified" \
+        "$(q "$db" -c "SELECT coalesce(pg_catalog.string_agg(DISTINCT v.status, ', '), 'nothing')
+                          FROM toolgate.tenants t, toolgate.verify_audit(t.tenant_id) v WHERE v.status <> 'empty'")"
 }
 
 # upgrade_test MAJOR: the whole test on PostgreSQL MAJOR.

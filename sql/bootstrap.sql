@@ -337,7 +337,7 @@ CREATE SEQUENCE toolgate.audit_audit_id_seq AS bigint OWNED BY toolgate.audit.au
 CREATE FUNCTION toolgate.audit_is_append_only() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    RAISE EXCEPTION 'toolgate.audit is append-only'
+    RAISE EXCEPTION '%.% is append-only', TG_TABLE_SCHEMA, TG_TABLE_NAME
         USING ERRCODE = 'insufficient_privilege';
 END
 $$;

@@ -3,9 +3,11 @@
 -- toolgate.distribute(), run once on the coordinator after CREATE EXTENSION pg_toolgate (Citus
 -- creates the extension on every worker too), turns the extension's tables into Citus's layout:
 --   * the tables a call writes (ledger, proposals, conversations, quota_usage, limit_usage, audit,
---     outbox) distributed by tenant_id and co-located, so one tenant's rows are on one node;
+--     outbox), and the audit's checkpoints, distributed by tenant_id and co-located, so one
+--     tenant's rows are on one node;
 --   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, limits,
---     switches, their history, the audit key, administrators, ERP endpoints) as reference tables,
+--     switches, their history, the audit key, the seal keys, administrators, ERP endpoints) as
+--     reference tables,
 --     a copy on every node, read locally by every call;
 --   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read) delegated to
 --     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
@@ -50,9 +52,10 @@ DECLARE
     reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
                                        'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
                                        'policy_history', 'tool_history', 'write_switches', 'audit_key',
-                                       'administrators', 'erp_endpoint_history', 'limits', 'limit_history'];
+                                       'administrators', 'erp_endpoint_history', 'limits', 'limit_history',
+                                       'seal_keys'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
-                                           'limit_usage'];
+                                           'limit_usage', 'audit_checkpoints'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',

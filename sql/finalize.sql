@@ -81,6 +81,13 @@ GRANT SELECT ON toolgate.write_switches TO toolgate_operator;
 GRANT EXECUTE ON FUNCTION toolgate.policy_at(text, text, timestamptz) TO toolgate_auditor;
 GRANT SELECT ON toolgate.policy_history, toolgate.erp_endpoint_history, toolgate.limit_history TO toolgate_auditor;
 GRANT EXECUTE ON FUNCTION toolgate.limits_usage(text) TO toolgate_auditor;
+-- The audit's seal (docs/audit.md): on-call's scheduler seals, auditors verify and read the
+-- checkpoints and the seal keys' public halves; rotating the key is an administrator's.
+GRANT EXECUTE ON FUNCTION toolgate.seal(text, integer) TO toolgate_operator, toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.verify_audit(text, timestamptz, timestamptz)
+TO toolgate_auditor, toolgate_admin, toolgate_operator;
+GRANT EXECUTE ON FUNCTION toolgate.rotate_seal_key() TO toolgate_admin;
+GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox

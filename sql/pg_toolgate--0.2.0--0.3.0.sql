@@ -328,9 +328,10 @@ DECLARE
     reference constant text[] := ARRAY['tenants', 'keys', 'issuers', 'tenant_issuers', 'tools', 'tool_schemas',
                                        'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
                                        'policy_history', 'tool_history', 'write_switches', 'audit_key',
-                                       'administrators', 'erp_endpoint_history', 'limits', 'limit_history'];
+                                       'administrators', 'erp_endpoint_history', 'limits', 'limit_history',
+                                       'seal_keys'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
-                                           'limit_usage'];
+                                           'limit_usage', 'audit_checkpoints'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',
@@ -594,3 +595,371 @@ END
 $$;
 COMMENT ON FUNCTION toolgate.outbox_settle(toolgate.outbox, text, jsonb, interval, jsonb, jsonb) IS
     'settle_outbox''s and resolve_outbox''s settlement of one locked intent; executable by no role.';
+
+
+------------------------------------------------------------------------------------------------
+-- 2. The audit's seal (docs/audit.md): the seal keys (the first made here), the checkpoints, the
+--    functions that seal and verify and what they need from the library (as sql/seal.sql
+--    installs them), their grants (as sql/finalize.sql), and the append-only trigger naming the
+--    table it guards (as sql/bootstrap.sql).
+------------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION toolgate.audit_is_append_only() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION '%.% is append-only', TG_TABLE_SCHEMA, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+CREATE FUNCTION toolgate.seal_new_seed() RETURNS bytea
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'seal_new_seed_wrapper';
+CREATE FUNCTION toolgate.seal_public_key(seed bytea) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'seal_public_key_wrapper';
+CREATE FUNCTION toolgate.seal_signature(seed bytea, message bytea) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'seal_signature_wrapper';
+CREATE FUNCTION toolgate.seal_signature_valid(public_key bytea, message bytea, signature bytea) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'seal_signature_valid_wrapper';
+CREATE FUNCTION toolgate.seal_lock(tenant text) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'seal_lock_wrapper';
+CREATE FUNCTION toolgate.wait_for_writers(rel oid) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'wait_for_writers_wrapper';
+
+-- The seal keys. The newest not retired signs; a retired key keeps its public half, so what it
+-- signed still verifies, and loses its seed, so it signs nothing again.
+CREATE TABLE toolgate.seal_keys (
+    key_id     integer PRIMARY KEY,
+    public_key bytea NOT NULL CHECK (pg_catalog.length(public_key) = 32),
+    secret     bytea CHECK (pg_catalog.length(secret) = 32),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    retired_at timestamptz,
+    CONSTRAINT seal_keys_retired_have_no_secret CHECK ((secret IS NULL) = (retired_at IS NOT NULL))
+);
+INSERT INTO toolgate.seal_keys (key_id, public_key, secret)
+SELECT 1, toolgate.seal_public_key(s.seed), s.seed FROM (SELECT toolgate.seal_new_seed() AS seed) s;
+CREATE TRIGGER seal_keys_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.seal_keys
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+
+-- One row per checkpoint: a tenant's audit rows whose time is in [sealed_from, sealed_to)
+-- (sealed_from NULL: since the first), their ids and leaves (the SHA-256 of each row, 32 bytes
+-- each, in the same order: by time, then id), the SHA-256 of the leaves, the hash of the
+-- checkpoint before (NULL for the first), and the signature of all of it
+-- (toolgate.checkpoint_message). Append-only, as the audit is.
+CREATE TABLE toolgate.audit_checkpoints (
+    tenant_id   text NOT NULL,
+    seq         bigint NOT NULL CHECK (seq >= 1),
+    sealed_from timestamptz,
+    sealed_to   timestamptz NOT NULL,
+    rows        integer NOT NULL CHECK (rows >= 1),
+    audit_ids   bigint[] NOT NULL,
+    leaves      bytea NOT NULL,
+    root        bytea NOT NULL,
+    prev        bytea,
+    key_id      integer NOT NULL,
+    signature   bytea NOT NULL,
+    sealed_at   timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (tenant_id, seq)
+);
+CREATE TRIGGER audit_checkpoints_no_update_or_delete BEFORE UPDATE OR DELETE ON toolgate.audit_checkpoints
+    FOR EACH ROW EXECUTE FUNCTION toolgate.audit_is_append_only();
+CREATE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON toolgate.audit_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
+
+SELECT pg_catalog.pg_extension_config_dump('toolgate.seal_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_checkpoints', '');
+
+-- The seal keys' public halves: what an auditor copies out to verify checkpoints elsewhere.
+CREATE VIEW toolgate.seal_public_keys AS
+SELECT k.key_id, pg_catalog.encode(k.public_key, 'hex') AS public_key, k.created_at, k.retired_at
+  FROM toolgate.seal_keys k;
+
+-- A row's leaf: the SHA-256 of every column, as a JSON array whose text depends on no setting
+-- (the time as seconds since the epoch). A SQL function PostgreSQL inlines into the seal's query,
+-- so every name in it is qualified.
+CREATE FUNCTION toolgate.audit_leaf(a toolgate.audit) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.jsonb_build_array(
+        'toolgate.audit/1', a.audit_id, EXTRACT(epoch FROM a.at), a.kind, a.tenant_id, a.conversation_id,
+        a.actor, a.role, a.tool, a.target, a.proposal_id, a.outcome, a.rule, a.replayed, a.effects, a.detail,
+        a.args_hmac, a.schema_version, a.policy_version, a.duration_us)::text, 'UTF8'))
+$$;
+
+-- What a checkpoint's signature signs, and what the next checkpoint's `prev` is the SHA-256 of.
+CREATE FUNCTION toolgate.checkpoint_message(c toolgate.audit_checkpoints) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.convert_to(pg_catalog.jsonb_build_array(
+        'toolgate.checkpoint/1', c.tenant_id, c.seq, EXTRACT(epoch FROM c.sealed_from), EXTRACT(epoch FROM c.sealed_to),
+        c.rows, pg_catalog.encode(c.root, 'hex'),
+        pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.array_to_string(c.audit_ids, ','), 'UTF8')), 'hex'),
+        pg_catalog.encode(c.prev, 'hex'), c.key_id)::text, 'UTF8')
+$$;
+
+-- Seal the audit rows written since each tenant's last checkpoint (one tenant, or every tenant
+-- and the calls whose identity was not verified, '(unverified)'), in checkpoints of at most
+-- `batch` rows (the rows of one instant stay together). First it notes the time, then waits for
+-- every transaction that was writing the audit then to end: every row of an earlier time is
+-- committed or gone, so a row never arrives later in a period already sealed. Calls do not wait
+-- for it. Returns each checkpoint written; none for a tenant with nothing new.
+CREATE FUNCTION toolgate.seal(tenant text DEFAULT NULL, batch integer DEFAULT 10000)
+RETURNS TABLE (tenant_id text, checkpoint bigint, sealed_rows integer, sealed_to timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    tenants text[];
+    t text;
+    horizon timestamptz;
+    k toolgate.seal_keys;
+    head toolgate.audit_checkpoints;
+    c toolgate.audit_checkpoints;
+    cut timestamptz;
+    distributed boolean;
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'toolgate.seal runs under READ COMMITTED: it reads what the audit''s writers committed while it waited for them'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    -- On a Citus cluster a tenant's checkpoints belong on its worker, sealed there: not yet.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.audit''::pg_catalog.regclass)'
+           INTO distributed;
+        IF distributed THEN
+            RAISE EXCEPTION 'toolgate.seal does not run on a Citus cluster yet'
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'docs/audit.md says what the seal proves and where it does not run.';
+        END IF;
+    END IF;
+    IF batch IS NULL OR batch < 1 THEN
+        RAISE EXCEPTION 'toolgate.seal: batch must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF seal.tenant IS NULL THEN
+        tenants := ARRAY(SELECT x.id FROM (SELECT n.tenant_id AS id FROM toolgate.tenants n
+                                           UNION SELECT '(unverified)') x ORDER BY 1);
+    ELSIF seal.tenant = '(unverified)' OR EXISTS (SELECT FROM toolgate.tenants n WHERE n.tenant_id = seal.tenant) THEN
+        tenants := ARRAY[seal.tenant];
+    ELSE
+        RAISE EXCEPTION 'toolgate.seal: unknown tenant %', seal.tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    -- One sealer per tenant, taken in name order (two seals of every tenant never deadlock).
+    FOREACH t IN ARRAY tenants LOOP
+        PERFORM toolgate.seal_lock(t);
+    END LOOP;
+    horizon := pg_catalog.clock_timestamp();
+    PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
+    SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'toolgate.seal: no seal key (toolgate.rotate_seal_key() makes one)' USING ERRCODE = 'no_data_found';
+    END IF;
+    FOREACH t IN ARRAY tenants LOOP
+        LOOP
+            head := NULL;
+            SELECT * INTO head FROM toolgate.audit_checkpoints x WHERE x.tenant_id = t ORDER BY x.seq DESC LIMIT 1;
+            -- This checkpoint's end: the time of the first row past `batch`, unless every row before
+            -- it shares its time (then the next time after it); the horizon when fewer are left.
+            SELECT a.at INTO cut FROM toolgate.audit a
+             WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < horizon
+             ORDER BY a.at OFFSET batch LIMIT 1;
+            IF cut IS NOT NULL AND NOT EXISTS (SELECT FROM toolgate.audit a WHERE a.tenant_id = t
+                                                  AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut) THEN
+                SELECT min(a.at) INTO cut FROM toolgate.audit a WHERE a.tenant_id = t AND a.at > cut AND a.at < horizon;
+            END IF;
+            cut := coalesce(cut, horizon);
+            c := NULL;
+            SELECT pg_catalog.array_agg(a.audit_id ORDER BY a.at, a.audit_id),
+                   pg_catalog.string_agg(toolgate.audit_leaf(a), ''::bytea ORDER BY a.at, a.audit_id),
+                   count(*)
+              INTO c.audit_ids, c.leaves, c.rows
+              FROM toolgate.audit a
+             WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut;
+            EXIT WHEN c.rows = 0;
+            c.tenant_id := t;
+            c.seq := coalesce(head.seq, 0) + 1;
+            c.sealed_from := head.sealed_to;
+            c.sealed_to := cut;
+            c.root := pg_catalog.sha256(c.leaves);
+            c.prev := CASE WHEN head.seq IS NOT NULL THEN pg_catalog.sha256(toolgate.checkpoint_message(head)) END;
+            c.key_id := k.key_id;
+            c.signature := toolgate.seal_signature(k.secret, toolgate.checkpoint_message(c));
+            c.sealed_at := pg_catalog.clock_timestamp();
+            INSERT INTO toolgate.audit_checkpoints SELECT (c).*;
+            seal.tenant_id := t;
+            checkpoint := c.seq;
+            sealed_rows := c.rows;
+            seal.sealed_to := cut;
+            RETURN NEXT;
+            EXIT WHEN cut = horizon;
+        END LOOP;
+    END LOOP;
+END
+$$;
+
+-- Check a tenant's audit against its checkpoints, for the checkpoints that overlap [since, until)
+-- (NULL: unbounded). One row per finding, in the checkpoints' order:
+--   verified            the checkpoint's signature, chain and rows hold (detail: how many rows)
+--   changed             a sealed row differs from what was sealed (its time moved out of the
+--                       checkpoint's period included)
+--   removed             a sealed row is gone
+--   inserted            a row in the checkpoint's period that was not sealed
+--   checkpoint_invalid  the checkpoint's signature, its chain to the one before or its own
+--                       leaves do not hold: its rows are not compared
+--   checkpoint_missing  a checkpoint number is missing from the chain
+--   unsealed            rows written since the last checkpoint (detail: how many); not evidence
+--                       of anything, only not sealed yet
+--   empty               nothing to verify in the range
+CREATE FUNCTION toolgate.verify_audit(tenant_id text, since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (checkpoint bigint, status text, audit_id bigint, at timestamptz, detail text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    lo constant timestamptz := coalesce(since, '-infinity');
+    hi constant timestamptz := coalesce(until, 'infinity');
+    c toolgate.audit_checkpoints;
+    before toolgate.audit_checkpoints;
+    newest toolgate.audit_checkpoints;
+    k toolgate.seal_keys;
+    found_any boolean := false;
+    sound boolean;
+    r record;
+    n bigint;
+    first_id bigint;
+BEGIN
+    IF verify_audit.tenant_id IS NULL OR (verify_audit.tenant_id <> '(unverified)'
+        AND NOT EXISTS (SELECT FROM toolgate.tenants x WHERE x.tenant_id = verify_audit.tenant_id)) THEN
+        RAISE EXCEPTION 'toolgate.verify_audit: unknown tenant %', coalesce(verify_audit.tenant_id, 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    FOR c IN SELECT * FROM toolgate.audit_checkpoints x
+              WHERE x.tenant_id = verify_audit.tenant_id AND x.sealed_to > lo AND coalesce(x.sealed_from, '-infinity') < hi
+              ORDER BY x.seq LOOP
+        found_any := true;
+        IF before.seq IS NULL AND c.seq > 1 THEN
+            SELECT * INTO before FROM toolgate.audit_checkpoints x
+             WHERE x.tenant_id = c.tenant_id AND x.seq < c.seq ORDER BY x.seq DESC LIMIT 1;
+        END IF;
+        IF coalesce(before.seq, 0) <> c.seq - 1 THEN
+            checkpoint := coalesce(before.seq, 0) + 1; status := 'checkpoint_missing'; audit_id := NULL; at := NULL;
+            detail := CASE WHEN coalesce(before.seq, 0) + 1 = c.seq - 1
+                           THEN pg_catalog.format('checkpoint %s is missing', c.seq - 1)
+                           ELSE pg_catalog.format('checkpoints %s to %s are missing', coalesce(before.seq, 0) + 1, c.seq - 1) END;
+            RETURN NEXT;
+        END IF;
+        sound := true;
+        checkpoint := c.seq; audit_id := NULL; at := NULL;
+        SELECT * INTO k FROM toolgate.seal_keys s WHERE s.key_id = c.key_id;
+        IF NOT FOUND OR NOT toolgate.seal_signature_valid(k.public_key, toolgate.checkpoint_message(c), c.signature) THEN
+            status := 'checkpoint_invalid';
+            detail := pg_catalog.format('its signature does not verify with seal key %s', c.key_id);
+            sound := false;
+        ELSIF (c.seq = 1 AND c.prev IS NOT NULL)
+              OR (before.seq = c.seq - 1 AND c.prev IS DISTINCT FROM pg_catalog.sha256(toolgate.checkpoint_message(before))) THEN
+            status := 'checkpoint_invalid';
+            detail := pg_catalog.format('it does not chain from checkpoint %s', c.seq - 1);
+            sound := false;
+        ELSIF before.seq = c.seq - 1 AND c.sealed_from IS DISTINCT FROM before.sealed_to THEN
+            status := 'checkpoint_invalid';
+            detail := pg_catalog.format('its period does not begin where checkpoint %s ended', before.seq);
+            sound := false;
+        ELSIF pg_catalog.sha256(c.leaves) <> c.root OR pg_catalog.length(c.leaves) <> 32 * c.rows
+              OR pg_catalog.cardinality(c.audit_ids) <> c.rows THEN
+            status := 'checkpoint_invalid';
+            detail := 'its leaves do not match its root';
+            sound := false;
+        END IF;
+        IF NOT sound THEN
+            RETURN NEXT;
+        ELSE
+            FOR r IN
+                WITH sealed AS (
+                    SELECT s.id, s.pos, pg_catalog.substr(c.leaves, (s.pos::integer - 1) * 32 + 1, 32) AS leaf
+                      FROM pg_catalog.unnest(c.audit_ids) WITH ORDINALITY AS s(id, pos)
+                ), present AS (
+                    SELECT a.audit_id AS id, a.at, toolgate.audit_leaf(a) AS leaf
+                      FROM toolgate.audit a
+                     WHERE a.tenant_id = c.tenant_id AND a.at >= coalesce(c.sealed_from, '-infinity') AND a.at < c.sealed_to
+                )
+                SELECT coalesce(s.id, p.id) AS id, p.at,
+                       CASE WHEN s.id IS NULL THEN 'inserted'
+                            WHEN p.id IS NOT NULL THEN 'changed'
+                            WHEN EXISTS (SELECT FROM toolgate.audit a WHERE a.tenant_id = c.tenant_id AND a.audit_id = s.id)
+                            THEN 'moved'
+                            ELSE 'removed' END AS finding
+                  FROM sealed s FULL JOIN present p ON p.id = s.id
+                 WHERE s.leaf IS DISTINCT FROM p.leaf
+                 ORDER BY coalesce(s.pos, 0), p.at, coalesce(s.id, p.id)
+            LOOP
+                status := CASE r.finding WHEN 'moved' THEN 'changed' ELSE r.finding END;
+                audit_id := r.id;
+                at := r.at;
+                detail := CASE r.finding
+                              WHEN 'changed' THEN 'the row differs from what was sealed'
+                              WHEN 'moved' THEN 'its time was moved out of the checkpoint''s period'
+                              WHEN 'removed' THEN 'the sealed row is gone'
+                              ELSE 'the row was not sealed: it was written into a period already sealed' END;
+                sound := false;
+                RETURN NEXT;
+            END LOOP;
+            IF sound THEN
+                status := 'verified'; audit_id := NULL; at := NULL;
+                detail := pg_catalog.format('%s %s', c.rows, CASE c.rows WHEN 1 THEN 'row' ELSE 'rows' END);
+                RETURN NEXT;
+            END IF;
+        END IF;
+        before := c;
+    END LOOP;
+    -- What the last checkpoint does not cover yet.
+    SELECT * INTO newest FROM toolgate.audit_checkpoints x WHERE x.tenant_id = verify_audit.tenant_id ORDER BY x.seq DESC LIMIT 1;
+    SELECT count(*), min(a.audit_id) INTO n, first_id FROM toolgate.audit a
+     WHERE a.tenant_id = verify_audit.tenant_id AND a.at >= greatest(lo, coalesce(newest.sealed_to, '-infinity')) AND a.at < hi;
+    IF n > 0 THEN
+        checkpoint := NULL; status := 'unsealed'; audit_id := first_id; at := NULL;
+        detail := pg_catalog.format('%s %s not sealed yet', n, CASE n WHEN 1 THEN 'row' ELSE 'rows' END);
+        RETURN NEXT;
+    ELSIF NOT found_any THEN
+        checkpoint := NULL; status := 'empty'; audit_id := NULL; at := NULL;
+        detail := 'no audit rows and no checkpoints in the range';
+        RETURN NEXT;
+    END IF;
+END
+$$;
+
+-- Retire the seal key that signs (its seed is erased; its public half stays, so what it signed
+-- still verifies) and make a new one, which signs from the next seal on. Returns the new key.
+CREATE FUNCTION toolgate.rotate_seal_key() RETURNS TABLE (key_id integer, public_key text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    seed bytea := toolgate.seal_new_seed();
+    next_id integer;
+BEGIN
+    -- Two rotations, one after the other.
+    LOCK TABLE toolgate.seal_keys IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE toolgate.seal_keys s SET secret = NULL, retired_at = pg_catalog.now() WHERE s.retired_at IS NULL;
+    SELECT coalesce(max(s.key_id), 0) + 1 INTO next_id FROM toolgate.seal_keys s;
+    INSERT INTO toolgate.seal_keys (key_id, public_key, secret) VALUES (next_id, toolgate.seal_public_key(seed), seed);
+    key_id := next_id;
+    public_key := pg_catalog.encode(toolgate.seal_public_key(seed), 'hex');
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION toolgate.seal_new_seed(), toolgate.seal_public_key(bytea), toolgate.seal_signature(bytea, bytea),
+                       toolgate.seal_signature_valid(bytea, bytea, bytea), toolgate.seal_lock(text),
+                       toolgate.wait_for_writers(oid), toolgate.audit_leaf(toolgate.audit),
+                       toolgate.checkpoint_message(toolgate.audit_checkpoints), toolgate.seal(text, integer),
+                       toolgate.verify_audit(text, timestamptz, timestamptz), toolgate.rotate_seal_key() FROM PUBLIC;
+REVOKE ALL ON toolgate.seal_keys, toolgate.audit_checkpoints, toolgate.seal_public_keys FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.seal(text, integer) TO toolgate_operator, toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.verify_audit(text, timestamptz, timestamptz)
+TO toolgate_auditor, toolgate_admin, toolgate_operator;
+GRANT EXECUTE ON FUNCTION toolgate.rotate_seal_key() TO toolgate_admin;
+GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;

@@ -130,6 +130,7 @@ mod entry;
 mod error;
 mod gate;
 mod jsonb;
+mod seal;
 mod spi;
 mod subxact;
 mod xactlock;
@@ -156,7 +157,13 @@ extension_sql_file!(
 );
 extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"]);
 extension_sql_file!("../sql/limits.sql", name = "limits", requires = ["outbox"]);
-extension_sql_file!("../sql/views.sql", name = "views", requires = ["limits"]);
+extension_sql_file!(
+    "../sql/seal.sql",
+    name = "seal",
+    requires =
+        ["limits", seal_new_seed, seal_public_key, seal_signature, seal_signature_valid, seal_lock, wait_for_writers]
+);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["seal"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/report.sql", name = "report", requires = ["hardening"]);
 extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report", node_audit_id]);

@@ -10,6 +10,8 @@ use pgrx::pg_sys;
 pub const LEDGER_KEY: u16 = 1;
 /// A rolling limit's counter (`gate::limits`): one consumption of its window at a time.
 pub const LIMIT_COUNTER: u16 = 2;
+/// One tenant's audit seal (`seal`): one checkpoint chain, one sealer at a time.
+pub const AUDIT_SEAL: u16 = 3;
 
 /// Wait for, then hold until the transaction ends (or the subtransaction that took it is rolled
 /// back), the lock named `id` in `space`, in this database.

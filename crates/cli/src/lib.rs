@@ -12,6 +12,7 @@ pub mod keys;
 pub mod load;
 pub mod login;
 pub mod observe;
+pub mod seal;
 
 /// Errors of the command and its tests.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

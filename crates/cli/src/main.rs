@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load, login};
+use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load, login, seal};
 
 #[derive(Parser)]
 #[command(name = "toolgate", version, about = "Keys, tokens and the demo of pg_toolgate")]
@@ -186,6 +186,22 @@ enum Command {
         /// (only behind a TLS proxy that is the only way in).
         #[arg(long, requires = "http")]
         insecure_http: bool,
+    },
+    /// Seal the audit once (toolgate.seal(), docs/audit.md): every tenant's rows written since its
+    /// last checkpoint, or one tenant's, into signed checkpoints; prints each one written
+    /// (tenant, checkpoint, rows, end of its period) and exits. For a timer where pg_cron is not
+    /// installed; the login needs toolgate_operator.
+    Seal {
+        /// The login's libpq conninfo or URL, TLS as its sslmode says [default: the environment
+        /// variable TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
+        /// Only this tenant's audit.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Rows per checkpoint at most.
+        #[arg(long, default_value_t = 10000)]
+        batch: i32,
     },
     /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox;
     /// on Citus tenant by tenant, toolgate.tenant_claim_outbox),
@@ -555,6 +571,13 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let lab = runtime.block_on(fixture::Lab::create(&Server { host, port }, &dbname, &keys))?;
             println!("lab: database {} loaded; keys in {}", lab.dbname, lab.keys_dir.display());
+        }
+        Command::Seal { database, tenant, batch } => {
+            let database = confirm::database(database, std::env::var(confirm::DATABASE_ENV).ok())?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            for sealed in runtime.block_on(seal::run(&database, tenant.as_deref(), batch))? {
+                println!("{}\t{}\t{}\t{}", sealed.tenant, sealed.checkpoint, sealed.rows, sealed.sealed_to);
+            }
         }
         Command::Dispatch {
             database,

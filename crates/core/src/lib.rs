@@ -14,5 +14,6 @@ pub mod outcome;
 pub mod policy;
 pub mod proposal;
 pub mod request;
+pub mod seal;
 pub mod token;
 pub mod untrusted;
