@@ -679,16 +679,23 @@ CREATE VIEW toolgate.seal_public_keys AS
 SELECT k.key_id, pg_catalog.encode(k.public_key, 'hex') AS public_key, k.created_at, k.retired_at
   FROM toolgate.seal_keys k;
 
--- A row's leaf: the SHA-256 of every column, as a JSON array whose text depends on no setting
--- (the time as seconds since the epoch). A SQL function PostgreSQL inlines into the seal's query,
--- so every name in it is qualified.
+-- A row as its leaf hashes it: every column, in a JSON array whose text depends on no setting
+-- (the time as seconds since the epoch). SQL functions PostgreSQL inlines into the seal's query,
+-- so every name in them is qualified.
+CREATE FUNCTION toolgate.audit_canonical(a toolgate.audit) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.jsonb_build_array(
+        'toolgate.audit/1', a.audit_id, EXTRACT(epoch FROM a.at), a.kind, a.tenant_id, a.conversation_id,
+        a.actor, a.role, a.tool, a.target, a.proposal_id, a.outcome, a.rule, a.replayed, a.effects, a.detail,
+        a.args_hmac, a.schema_version, a.policy_version, a.duration_us)::text
+$$;
+
+-- A row's leaf: the SHA-256 of its canonical text, in UTF-8.
 CREATE FUNCTION toolgate.audit_leaf(a toolgate.audit) RETURNS bytea
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.jsonb_build_array(
-        'toolgate.audit/1', a.audit_id, EXTRACT(epoch FROM a.at), a.kind, a.tenant_id, a.conversation_id,
-        a.actor, a.role, a.tool, a.target, a.proposal_id, a.outcome, a.rule, a.replayed, a.effects, a.detail,
-        a.args_hmac, a.schema_version, a.policy_version, a.duration_us)::text, 'UTF8'))
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(toolgate.audit_canonical(a), 'UTF8'))
 $$;
 
 -- What a checkpoint's signature signs, and what the next checkpoint's `prev` is the SHA-256 of.
@@ -952,9 +959,50 @@ BEGIN
 END
 $$;
 
+-- The sealed audit, for a copy outside the database (toolgate audit export, docs/audit.md): one
+-- tenant's checkpoints after number `after`, at most `max_checkpoints`, each after its rows in
+-- the order they were sealed. A row (`item` 'row'): its columns (`at` in UTC), the exact text its
+-- leaf is the SHA-256 of (`canonical`) and that leaf as the row is now. A checkpoint
+-- ('checkpoint'): its columns, what it signed (`message`, whose SHA-256 the next checkpoint's
+-- `prev` is), its signature and its key's public half. A sealed row no longer there is not
+-- exported: the checkpoint's `rows` and `root` then tell whoever checks the copy.
+CREATE FUNCTION toolgate.export_audit(tenant_id text, after bigint DEFAULT 0, max_checkpoints integer DEFAULT 10)
+RETURNS TABLE (checkpoint bigint, item text, audit_id bigint, record jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    WITH c AS (
+        SELECT x.* FROM toolgate.audit_checkpoints x
+         WHERE x.tenant_id = export_audit.tenant_id AND x.seq > coalesce(export_audit.after, 0)
+         ORDER BY x.seq LIMIT greatest(coalesce(export_audit.max_checkpoints, 10), 0)
+    )
+    SELECT u.seq, u.item, u.id, u.record FROM (
+        SELECT c.seq, 'row' AS item, a.audit_id AS id, s.pos,
+               (pg_catalog.to_jsonb(a) OPERATOR(pg_catalog.-) 'at') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                   'at', pg_catalog.to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                   'checkpoint', c.seq, 'canonical', toolgate.audit_canonical(a),
+                   'leaf', pg_catalog.encode(toolgate.audit_leaf(a), 'hex')) AS record
+          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.audit_ids) WITH ORDINALITY AS s(id, pos)
+          JOIN toolgate.audit a ON a.tenant_id = c.tenant_id AND a.audit_id = s.id
+        UNION ALL
+        SELECT c.seq, 'checkpoint', NULL, c.rows + 1,
+               pg_catalog.jsonb_build_object(
+                   'tenant_id', c.tenant_id, 'checkpoint', c.seq,
+                   'sealed_from', pg_catalog.to_char(c.sealed_from AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                   'sealed_to', pg_catalog.to_char(c.sealed_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                   'rows', c.rows, 'audit_ids', pg_catalog.to_jsonb(c.audit_ids),
+                   'root', pg_catalog.encode(c.root, 'hex'), 'prev', pg_catalog.encode(c.prev, 'hex'),
+                   'key_id', c.key_id, 'public_key', pg_catalog.encode(k.public_key, 'hex'),
+                   'signature', pg_catalog.encode(c.signature, 'hex'),
+                   'message', pg_catalog.convert_from(toolgate.checkpoint_message(c), 'UTF8'))
+          FROM c LEFT JOIN toolgate.seal_keys k ON k.key_id = c.key_id
+    ) u
+    ORDER BY u.seq, u.pos
+$$;
+
 REVOKE ALL ON FUNCTION toolgate.seal_new_seed(), toolgate.seal_public_key(bytea), toolgate.seal_signature(bytea, bytea),
                        toolgate.seal_signature_valid(bytea, bytea, bytea), toolgate.seal_lock(text),
-                       toolgate.wait_for_writers(oid), toolgate.audit_leaf(toolgate.audit),
+                       toolgate.wait_for_writers(oid), toolgate.audit_canonical(toolgate.audit),
+                       toolgate.audit_leaf(toolgate.audit), toolgate.export_audit(text, bigint, integer),
                        toolgate.checkpoint_message(toolgate.audit_checkpoints), toolgate.seal(text, integer),
                        toolgate.verify_audit(text, timestamptz, timestamptz), toolgate.rotate_seal_key() FROM PUBLIC;
 REVOKE ALL ON toolgate.seal_keys, toolgate.audit_checkpoints, toolgate.seal_public_keys FROM PUBLIC;
@@ -962,4 +1010,5 @@ GRANT EXECUTE ON FUNCTION toolgate.seal(text, integer) TO toolgate_operator, too
 GRANT EXECUTE ON FUNCTION toolgate.verify_audit(text, timestamptz, timestamptz)
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT EXECUTE ON FUNCTION toolgate.rotate_seal_key() TO toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.export_audit(text, bigint, integer) TO toolgate_auditor, toolgate_admin;
 GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;

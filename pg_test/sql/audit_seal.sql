@@ -83,6 +83,17 @@ SELECT checkpoint, sealed_rows FROM toolgate.seal('seal-b');
 SELECT c.seq, c.key_id = (SELECT max(key_id) FROM toolgate.seal_keys) AS by_newest_key
   FROM toolgate.audit_checkpoints c WHERE c.tenant_id = 'seal-b' ORDER BY c.seq;
 SELECT checkpoint, status, detail FROM toolgate.verify_audit('seal-b');
+-- The export, for a copy outside the database (toolgate audit export): the checkpoints after the
+-- first, each after its rows; a row's leaf is the SHA-256 of the text it carries, a checkpoint
+-- carries what it signed.
+SET ROLE toolgate_auditor;
+SELECT checkpoint, item, audit_id IS NOT NULL AS has_id,
+       record->>'leaf' = encode(sha256(convert_to(record->>'canonical', 'UTF8')), 'hex') AS leaf_of_its_text,
+       record->>'message' LIKE '["toolgate.checkpoint/1", "seal-b", ' || checkpoint || ',%' AS its_message,
+       length(record->>'signature') AS signature_hex
+  FROM toolgate.export_audit('seal-b', after => 1);
+SELECT count(*) AS nothing_after FROM toolgate.export_audit('seal-b', after => 2);
+RESET ROLE;
 -- Whoever can read the signing key (a superuser can) can forge a checkpoint that holds on its
 -- own, but not the chain after it: seal-b's first row edited and its checkpoint signed again.
 SET session_replication_role = replica;
@@ -123,6 +134,7 @@ SET ROLE toolgate_agent;
 SELECT * FROM toolgate.seal('seal');
 SELECT * FROM toolgate.verify_audit('seal');
 SELECT count(*) FROM toolgate.audit_checkpoints;
+SELECT count(*) FROM toolgate.export_audit('seal');
 SET ROLE toolgate_auditor;
 SELECT * FROM toolgate.seal('seal');
 SELECT * FROM toolgate.rotate_seal_key();

@@ -2,6 +2,7 @@
 //! the demo. The integration tests use the same pieces.
 
 pub mod agent_bench;
+pub mod audit;
 pub mod bench;
 pub mod confirm;
 pub mod db;
@@ -12,7 +13,6 @@ pub mod keys;
 pub mod load;
 pub mod login;
 pub mod observe;
-pub mod seal;
 
 /// Errors of the command and its tests.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{agent_bench, bench, confirm, demo, dispatch, fixture, keys, load, login, seal};
+use toolgate_cli::{agent_bench, audit, bench, confirm, demo, dispatch, fixture, keys, load, login};
 
 #[derive(Parser)]
 #[command(name = "toolgate", version, about = "Keys, tokens and the demo of pg_toolgate")]
@@ -187,21 +187,10 @@ enum Command {
         #[arg(long, requires = "http")]
         insecure_http: bool,
     },
-    /// Seal the audit once (toolgate.seal(), docs/audit.md): every tenant's rows written since its
-    /// last checkpoint, or one tenant's, into signed checkpoints; prints each one written
-    /// (tenant, checkpoint, rows, end of its period) and exits. For a timer where pg_cron is not
-    /// installed; the login needs toolgate_operator.
-    Seal {
-        /// The login's libpq conninfo or URL, TLS as its sslmode says [default: the environment
-        /// variable TOOLGATE_DATABASE_URL].
-        #[arg(long, value_name = "CONNINFO_OR_URL")]
-        database: Option<String>,
-        /// Only this tenant's audit.
-        #[arg(long)]
-        tenant: Option<String>,
-        /// Rows per checkpoint at most.
-        #[arg(long, default_value_t = 10000)]
-        batch: i32,
+    /// The audit's seal and its copy outside the database (docs/audit.md).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
     },
     /// Deliver the intents of outbox tools to their ERPs: claim what is due (toolgate.claim_outbox;
     /// on Citus tenant by tenant, toolgate.tenant_claim_outbox),
@@ -459,6 +448,93 @@ impl Answer {
     }
 }
 
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Seal the audit once (toolgate.seal()): every tenant's rows written since its last
+    /// checkpoint, or one tenant's, into signed checkpoints; prints each one written (tenant,
+    /// checkpoint, rows, end of its period, tab-separated) and exits. For a timer where pg_cron
+    /// is not installed; the login needs toolgate_operator.
+    #[command(after_help = "Exit status:\n  0  sealed (perhaps nothing new)\n  \
+        2  a usage error, no connection, no privilege or an unknown tenant (nothing sealed)")]
+    Seal {
+        /// The login's libpq conninfo or URL, TLS as its sslmode says [default: the environment
+        /// variable TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
+        /// Only this tenant's audit.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Rows per checkpoint at most.
+        #[arg(long, default_value_t = 10000)]
+        batch: i32,
+    },
+    /// Write the sealed audit to standard output (toolgate.export_audit), checkpoint by
+    /// checkpoint, each after its rows: every column of a row, the text its leaf hashes and the
+    /// leaf; a checkpoint's period, ids, root, chain, signature, the message signed and its key's
+    /// public half. Rows not sealed yet are not written. With --state, each run goes on from
+    /// where the last stopped: the file keeps each tenant's last checkpoint written, rewritten
+    /// after each one. The login needs toolgate_auditor.
+    #[command(after_help = "Exit status:\n  0  written (perhaps nothing new)\n  \
+        2  a usage error, no connection, no privilege, an unreadable state file (what was \
+        written before is whole: the state names its last checkpoint)")]
+    Export {
+        /// The login's libpq conninfo or URL, TLS as its sslmode says [default: the environment
+        /// variable TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
+        /// jsonl: one JSON object a line, its `type` row or checkpoint; csv: a header (when
+        /// starting from the beginning), then one record a line, the columns a row or a
+        /// checkpoint does not have left empty.
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: audit::Format,
+        /// A JSON file of each tenant's last checkpoint written ({"acme": 12}): read first,
+        /// rewritten after each checkpoint (a new file renamed over it).
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+        /// Only this tenant's audit.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// With --tenant: start after this checkpoint number (instead of the state's).
+        #[arg(long, requires = "tenant")]
+        after: Option<i64>,
+    },
+}
+
+fn audit_command(command: AuditCommand) -> toolgate_cli::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let env = std::env::var(confirm::DATABASE_ENV).ok();
+    match command {
+        AuditCommand::Seal { database, tenant, batch } => {
+            let database = confirm::database(database, env)?;
+            for sealed in runtime.block_on(audit::seal(&database, tenant.as_deref(), batch))? {
+                println!("{}\t{}\t{}\t{}", sealed.tenant, sealed.checkpoint, sealed.rows, sealed.sealed_to);
+            }
+        }
+        AuditCommand::Export { database, format, state, tenant, after } => {
+            let database = confirm::database(database, env)?;
+            let mut positions = match &state {
+                Some(file) => audit::read_positions(file)?,
+                None => audit::Positions::new(),
+            };
+            if let (Some(t), Some(n)) = (&tenant, after) {
+                positions.insert(t.clone(), n);
+            }
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let (checkpoints, rows) = runtime.block_on(async {
+                let client = toolgate_cli::db::connect_to(&database).await?;
+                audit::export(&client, tenant.as_deref(), &mut positions, format, &mut out, |p| match &state {
+                    Some(file) => audit::write_positions(file, p),
+                    None => Ok(()),
+                })
+                .await
+            })?;
+            eprintln!("toolgate audit export: {checkpoints} checkpoints, {rows} rows");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(code) => code,
@@ -572,13 +648,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             let lab = runtime.block_on(fixture::Lab::create(&Server { host, port }, &dbname, &keys))?;
             println!("lab: database {} loaded; keys in {}", lab.dbname, lab.keys_dir.display());
         }
-        Command::Seal { database, tenant, batch } => {
-            let database = confirm::database(database, std::env::var(confirm::DATABASE_ENV).ok())?;
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            for sealed in runtime.block_on(seal::run(&database, tenant.as_deref(), batch))? {
-                println!("{}\t{}\t{}\t{}", sealed.tenant, sealed.checkpoint, sealed.rows, sealed.sealed_to);
-            }
-        }
+        Command::Audit { command } => return audit_command(command),
         Command::Dispatch {
             database,
             once,
