@@ -64,7 +64,8 @@ DECLARE
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
                                           'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval,jsonb)',
                                           'toolgate.resolve_outbox(text,text,text,text,text,jsonb)',
-                                          'toolgate.requeue_outbox(text,text,text,text)'];
+                                          'toolgate.requeue_outbox(text,text,text,text)',
+                                          'toolgate.tenant_seal(text,integer)'];
     t text;
     erp regclass;
     fk record;

@@ -55,22 +55,33 @@ SELECT k.key_id, pg_catalog.encode(k.public_key, 'hex') AS public_key, k.created
   FROM toolgate.seal_keys k;
 
 -- A row as its leaf hashes it: every column, in a JSON array whose text depends on no setting
--- (the time as seconds since the epoch). SQL functions PostgreSQL inlines into the seal's query,
--- so every name in them is qualified.
-CREATE FUNCTION toolgate.audit_canonical(a toolgate.audit) RETURNS text
+-- (the time as seconds since the epoch). The columns are named, not the row: on a Citus worker
+-- the row of a shard is of the shard's type, not toolgate.audit's. SQL functions PostgreSQL
+-- inlines into the seal's queries, so every name in them is qualified.
+CREATE FUNCTION toolgate.audit_canonical(
+    audit_id bigint, at timestamptz, kind text, tenant_id text, conversation_id text, actor text, role text,
+    tool text, target text, proposal_id uuid, outcome text, rule text, replayed boolean, effects integer,
+    detail jsonb, args_hmac text, schema_version integer, policy_version integer, duration_us bigint
+) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT pg_catalog.jsonb_build_array(
-        'toolgate.audit/1', a.audit_id, EXTRACT(epoch FROM a.at), a.kind, a.tenant_id, a.conversation_id,
-        a.actor, a.role, a.tool, a.target, a.proposal_id, a.outcome, a.rule, a.replayed, a.effects, a.detail,
-        a.args_hmac, a.schema_version, a.policy_version, a.duration_us)::text
+        'toolgate.audit/1', audit_id, EXTRACT(epoch FROM at), kind, tenant_id, conversation_id, actor, role, tool,
+        target, proposal_id, outcome, rule, replayed, effects, detail, args_hmac, schema_version, policy_version,
+        duration_us)::text
 $$;
 
 -- A row's leaf: the SHA-256 of its canonical text, in UTF-8.
-CREATE FUNCTION toolgate.audit_leaf(a toolgate.audit) RETURNS bytea
+CREATE FUNCTION toolgate.audit_leaf(
+    audit_id bigint, at timestamptz, kind text, tenant_id text, conversation_id text, actor text, role text,
+    tool text, target text, proposal_id uuid, outcome text, rule text, replayed boolean, effects integer,
+    detail jsonb, args_hmac text, schema_version integer, policy_version integer, duration_us bigint
+) RETURNS bytea
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT pg_catalog.sha256(pg_catalog.convert_to(toolgate.audit_canonical(a), 'UTF8'))
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(toolgate.audit_canonical(
+        audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id, outcome, rule,
+        replayed, effects, detail, args_hmac, schema_version, policy_version, duration_us), 'UTF8'))
 $$;
 
 -- What a checkpoint's signature signs, and what the next checkpoint's `prev` is the SHA-256 of.
@@ -84,12 +95,108 @@ AS $$
         pg_catalog.encode(c.prev, 'hex'), c.key_id)::text, 'UTF8')
 $$;
 
+-- Refuse, before anything is sealed, a seal that cannot be exact: a transaction other than READ
+-- COMMITTED (its snapshot would be older than the wait for the audit's writers), a batch below 1.
+CREATE FUNCTION toolgate.seal_refuse_unfit(batch integer) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'toolgate.seal runs under READ COMMITTED: it reads what the audit''s writers committed while it waited for them'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    IF batch IS NULL OR batch < 1 THEN
+        RAISE EXCEPTION 'toolgate.seal: batch must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- The tenants a seal covers: every tenant, and the calls whose identity was not verified
+-- ('(unverified)'), in name order.
+CREATE FUNCTION toolgate.seal_tenants() RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+    SELECT x.id FROM (SELECT n.tenant_id AS id FROM toolgate.tenants n UNION SELECT '(unverified)') x ORDER BY 1
+$$;
+
+-- One tenant's seal, once its writers are waited for: its rows of a time before `horizon` since
+-- its last checkpoint, in checkpoints of at most `batch` rows (the rows of one instant stay
+-- together), signed with `k`.
+CREATE FUNCTION toolgate.seal_tenant(t text, batch integer, horizon timestamptz, k toolgate.seal_keys)
+RETURNS TABLE (tenant_id text, checkpoint bigint, sealed_rows integer, sealed_to timestamptz)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    head toolgate.audit_checkpoints;
+    c toolgate.audit_checkpoints;
+    cut timestamptz;
+BEGIN
+    LOOP
+        head := NULL;
+        SELECT * INTO head FROM toolgate.audit_checkpoints x WHERE x.tenant_id = t ORDER BY x.seq DESC LIMIT 1;
+        -- This checkpoint's end: the time of the first row past `batch`, unless every row before
+        -- it shares its time (then the next time after it); the horizon when fewer are left.
+        SELECT a.at INTO cut FROM toolgate.audit a
+         WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < horizon
+         ORDER BY a.at OFFSET batch LIMIT 1;
+        IF cut IS NOT NULL AND NOT EXISTS (SELECT FROM toolgate.audit a WHERE a.tenant_id = t
+                                              AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut) THEN
+            SELECT min(a.at) INTO cut FROM toolgate.audit a WHERE a.tenant_id = t AND a.at > cut AND a.at < horizon;
+        END IF;
+        cut := coalesce(cut, horizon);
+        c := NULL;
+        SELECT pg_catalog.array_agg(a.audit_id ORDER BY a.at, a.audit_id),
+               pg_catalog.string_agg(toolgate.audit_leaf(
+                   a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, a.actor, a.role, a.tool, a.target, a.proposal_id,
+                       a.outcome, a.rule, a.replayed, a.effects, a.detail, a.args_hmac, a.schema_version, a.policy_version,
+                       a.duration_us), ''::bytea ORDER BY a.at, a.audit_id),
+               count(*)
+          INTO c.audit_ids, c.leaves, c.rows
+          FROM toolgate.audit a
+         WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut;
+        EXIT WHEN c.rows = 0;
+        c.tenant_id := t;
+        c.seq := coalesce(head.seq, 0) + 1;
+        c.sealed_from := head.sealed_to;
+        c.sealed_to := cut;
+        c.root := pg_catalog.sha256(c.leaves);
+        c.prev := CASE WHEN head.seq IS NOT NULL THEN pg_catalog.sha256(toolgate.checkpoint_message(head)) END;
+        c.key_id := k.key_id;
+        c.signature := toolgate.seal_signature(k.secret, toolgate.checkpoint_message(c));
+        c.sealed_at := pg_catalog.clock_timestamp();
+        INSERT INTO toolgate.audit_checkpoints SELECT (c).*;
+        seal_tenant.tenant_id := t;
+        checkpoint := c.seq;
+        sealed_rows := c.rows;
+        seal_tenant.sealed_to := cut;
+        RETURN NEXT;
+        EXIT WHEN cut = horizon;
+    END LOOP;
+END
+$$;
+
+-- The key that signs now.
+CREATE FUNCTION toolgate.seal_key() RETURNS toolgate.seal_keys
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    k toolgate.seal_keys;
+BEGIN
+    SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'toolgate.seal: no seal key (toolgate.rotate_seal_key() makes one)' USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN k;
+END
+$$;
+
 -- Seal the audit rows written since each tenant's last checkpoint (one tenant, or every tenant
--- and the calls whose identity was not verified, '(unverified)'), in checkpoints of at most
--- `batch` rows (the rows of one instant stay together). First it notes the time, then waits for
--- every transaction that was writing the audit then to end: every row of an earlier time is
--- committed or gone, so a row never arrives later in a period already sealed. Calls do not wait
--- for it. Returns each checkpoint written; none for a tenant with nothing new.
+-- seal_tenants() names), in checkpoints of at most `batch` rows. First it notes the time, then
+-- waits for every transaction that was writing the audit then to end: every row of an earlier
+-- time is committed or gone, so a row never arrives later in a period already sealed. Calls do
+-- not wait for it. Returns each checkpoint written; none for a tenant with nothing new. On a
+-- Citus cluster a tenant's rows are on its worker, and so is its seal: tenant_seal.
 CREATE FUNCTION toolgate.seal(tenant text DEFAULT NULL, batch integer DEFAULT 10000)
 RETURNS TABLE (tenant_id text, checkpoint bigint, sealed_rows integer, sealed_to timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -100,32 +207,17 @@ DECLARE
     t text;
     horizon timestamptz;
     k toolgate.seal_keys;
-    head toolgate.audit_checkpoints;
-    c toolgate.audit_checkpoints;
-    cut timestamptz;
-    distributed boolean;
 BEGIN
-    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'toolgate.seal runs under READ COMMITTED: it reads what the audit''s writers committed while it waited for them'
-            USING ERRCODE = 'invalid_transaction_state';
-    END IF;
-    -- On a Citus cluster a tenant's checkpoints belong on its worker, sealed there: not yet.
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.audit''::pg_catalog.regclass)'
-           INTO distributed;
-        IF distributed THEN
-            RAISE EXCEPTION 'toolgate.seal does not run on a Citus cluster yet'
-                USING ERRCODE = 'feature_not_supported',
-                      HINT = 'docs/audit.md says what the seal proves and where it does not run.';
-        END IF;
-    END IF;
-    IF batch IS NULL OR batch < 1 THEN
-        RAISE EXCEPTION 'toolgate.seal: batch must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    PERFORM toolgate.seal_refuse_unfit(batch);
+    IF toolgate.audit_distributed() THEN
+        RAISE EXCEPTION 'toolgate.seal seals one server''s audit; on a Citus cluster each tenant''s is sealed on its worker'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'SELECT * FROM toolgate.tenant_seal(tenant) for each tenant of toolgate.seal_tenants(), each as a '
+                         'statement of its own (toolgate audit seal does).';
     END IF;
     IF seal.tenant IS NULL THEN
-        tenants := ARRAY(SELECT x.id FROM (SELECT n.tenant_id AS id FROM toolgate.tenants n
-                                           UNION SELECT '(unverified)') x ORDER BY 1);
-    ELSIF seal.tenant = '(unverified)' OR EXISTS (SELECT FROM toolgate.tenants n WHERE n.tenant_id = seal.tenant) THEN
+        tenants := ARRAY(SELECT toolgate.seal_tenants());
+    ELSIF seal.tenant IN (SELECT toolgate.seal_tenants()) THEN
         tenants := ARRAY[seal.tenant];
     ELSE
         RAISE EXCEPTION 'toolgate.seal: unknown tenant %', seal.tenant USING ERRCODE = 'no_data_found';
@@ -136,50 +228,62 @@ BEGIN
     END LOOP;
     horizon := pg_catalog.clock_timestamp();
     PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
-    SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'toolgate.seal: no seal key (toolgate.rotate_seal_key() makes one)' USING ERRCODE = 'no_data_found';
-    END IF;
+    k := toolgate.seal_key();
     FOREACH t IN ARRAY tenants LOOP
-        LOOP
-            head := NULL;
-            SELECT * INTO head FROM toolgate.audit_checkpoints x WHERE x.tenant_id = t ORDER BY x.seq DESC LIMIT 1;
-            -- This checkpoint's end: the time of the first row past `batch`, unless every row before
-            -- it shares its time (then the next time after it); the horizon when fewer are left.
-            SELECT a.at INTO cut FROM toolgate.audit a
-             WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < horizon
-             ORDER BY a.at OFFSET batch LIMIT 1;
-            IF cut IS NOT NULL AND NOT EXISTS (SELECT FROM toolgate.audit a WHERE a.tenant_id = t
-                                                  AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut) THEN
-                SELECT min(a.at) INTO cut FROM toolgate.audit a WHERE a.tenant_id = t AND a.at > cut AND a.at < horizon;
-            END IF;
-            cut := coalesce(cut, horizon);
-            c := NULL;
-            SELECT pg_catalog.array_agg(a.audit_id ORDER BY a.at, a.audit_id),
-                   pg_catalog.string_agg(toolgate.audit_leaf(a), ''::bytea ORDER BY a.at, a.audit_id),
-                   count(*)
-              INTO c.audit_ids, c.leaves, c.rows
-              FROM toolgate.audit a
-             WHERE a.tenant_id = t AND a.at >= coalesce(head.sealed_to, '-infinity') AND a.at < cut;
-            EXIT WHEN c.rows = 0;
-            c.tenant_id := t;
-            c.seq := coalesce(head.seq, 0) + 1;
-            c.sealed_from := head.sealed_to;
-            c.sealed_to := cut;
-            c.root := pg_catalog.sha256(c.leaves);
-            c.prev := CASE WHEN head.seq IS NOT NULL THEN pg_catalog.sha256(toolgate.checkpoint_message(head)) END;
-            c.key_id := k.key_id;
-            c.signature := toolgate.seal_signature(k.secret, toolgate.checkpoint_message(c));
-            c.sealed_at := pg_catalog.clock_timestamp();
-            INSERT INTO toolgate.audit_checkpoints SELECT (c).*;
-            seal.tenant_id := t;
-            checkpoint := c.seq;
-            sealed_rows := c.rows;
-            seal.sealed_to := cut;
-            RETURN NEXT;
-            EXIT WHEN cut = horizon;
-        END LOOP;
+        RETURN QUERY SELECT * FROM toolgate.seal_tenant(t, batch, horizon, k);
     END LOOP;
+END
+$$;
+
+-- One tenant's seal, where its rows are: seal()'s for one tenant on one server; on a Citus
+-- cluster, delegated to the tenant's worker (distribute() makes it so), called on the coordinator
+-- as a statement of its own, outside a transaction block. There it also waits for the writers
+-- of the tenant's shard of the audit (a call routed from the coordinator writes the shard, not
+-- the distributed table).
+CREATE FUNCTION toolgate.tenant_seal(tenant text, batch integer DEFAULT 10000)
+RETURNS TABLE (tenant_id text, checkpoint bigint, sealed_rows integer, sealed_to timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    horizon timestamptz;
+    shard text;
+BEGIN
+    PERFORM toolgate.seal_refuse_unfit(batch);
+    IF tenant IS NULL OR tenant NOT IN (SELECT toolgate.seal_tenants()) THEN
+        RAISE EXCEPTION 'toolgate.tenant_seal: unknown tenant %', coalesce(tenant, 'NULL') USING ERRCODE = 'no_data_found';
+    END IF;
+    IF NOT toolgate.tenant_is_here(tenant) THEN
+        RAISE EXCEPTION 'toolgate.tenant_seal: tenant %''s audit is on another node', tenant
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Call it on the coordinator as a statement of its own, outside a transaction block: Citus then runs it on the tenant''s worker.';
+    END IF;
+    PERFORM toolgate.seal_lock(tenant);
+    horizon := pg_catalog.clock_timestamp();
+    PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
+    IF toolgate.audit_distributed() THEN
+        EXECUTE 'SELECT pg_catalog.shard_name(''toolgate.audit''::pg_catalog.regclass,
+                                              pg_catalog.get_shard_id_for_distribution_column(''toolgate.audit'', $1))'
+           INTO shard USING tenant;
+        PERFORM toolgate.wait_for_writers(shard::regclass);
+    END IF;
+    RETURN QUERY SELECT * FROM toolgate.seal_tenant(tenant, batch, horizon, toolgate.seal_key());
+END
+$$;
+
+-- Whether the audit is a Citus table (toolgate.distribute() ran): each tenant is then sealed on
+-- its worker.
+CREATE FUNCTION toolgate.audit_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.audit''::regclass)'
+           INTO distributed;
+    END IF;
+    RETURN distributed;
 END
 $$;
 
@@ -264,7 +368,10 @@ BEGIN
                     SELECT s.id, s.pos, pg_catalog.substr(c.leaves, (s.pos::integer - 1) * 32 + 1, 32) AS leaf
                       FROM pg_catalog.unnest(c.audit_ids) WITH ORDINALITY AS s(id, pos)
                 ), present AS (
-                    SELECT a.audit_id AS id, a.at, toolgate.audit_leaf(a) AS leaf
+                    SELECT a.audit_id AS id, a.at, toolgate.audit_leaf(
+                       a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, a.actor, a.role, a.tool, a.target, a.proposal_id,
+                       a.outcome, a.rule, a.replayed, a.effects, a.detail, a.args_hmac, a.schema_version, a.policy_version,
+                       a.duration_us) AS leaf
                       FROM toolgate.audit a
                      WHERE a.tenant_id = c.tenant_id AND a.at >= coalesce(c.sealed_from, '-infinity') AND a.at < c.sealed_to
                 )
@@ -343,33 +450,47 @@ $$;
 -- exported: the checkpoint's `rows` and `root` then tell whoever checks the copy.
 CREATE FUNCTION toolgate.export_audit(tenant_id text, after bigint DEFAULT 0, max_checkpoints integer DEFAULT 10)
 RETURNS TABLE (checkpoint bigint, item text, audit_id bigint, record jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
-    WITH c AS (
-        SELECT x.* FROM toolgate.audit_checkpoints x
-         WHERE x.tenant_id = export_audit.tenant_id AND x.seq > coalesce(export_audit.after, 0)
-         ORDER BY x.seq LIMIT greatest(coalesce(export_audit.max_checkpoints, 10), 0)
-    )
-    SELECT u.seq, u.item, u.id, u.record FROM (
-        SELECT c.seq, 'row' AS item, a.audit_id AS id, s.pos,
-               (pg_catalog.to_jsonb(a) OPERATOR(pg_catalog.-) 'at') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
-                   'at', pg_catalog.to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                   'checkpoint', c.seq, 'canonical', toolgate.audit_canonical(a),
-                   'leaf', pg_catalog.encode(toolgate.audit_leaf(a), 'hex')) AS record
-          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.audit_ids) WITH ORDINALITY AS s(id, pos)
-          JOIN toolgate.audit a ON a.tenant_id = c.tenant_id AND a.audit_id = s.id
-        UNION ALL
-        SELECT c.seq, 'checkpoint', NULL, c.rows + 1,
+#variable_conflict use_column
+DECLARE
+    c toolgate.audit_checkpoints;
+    utc constant text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
+BEGIN
+    FOR c IN SELECT * FROM toolgate.audit_checkpoints x
+              WHERE x.tenant_id = export_audit.tenant_id AND x.seq > coalesce(export_audit.after, 0)
+              ORDER BY x.seq LIMIT greatest(coalesce(export_audit.max_checkpoints, 10), 0) LOOP
+        RETURN QUERY
+        SELECT c.seq, 'row'::text, r.audit_id,
                pg_catalog.jsonb_build_object(
-                   'tenant_id', c.tenant_id, 'checkpoint', c.seq,
-                   'sealed_from', pg_catalog.to_char(c.sealed_from AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                   'sealed_to', pg_catalog.to_char(c.sealed_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                   'rows', c.rows, 'audit_ids', pg_catalog.to_jsonb(c.audit_ids),
-                   'root', pg_catalog.encode(c.root, 'hex'), 'prev', pg_catalog.encode(c.prev, 'hex'),
-                   'key_id', c.key_id, 'public_key', pg_catalog.encode(k.public_key, 'hex'),
-                   'signature', pg_catalog.encode(c.signature, 'hex'),
-                   'message', pg_catalog.convert_from(toolgate.checkpoint_message(c), 'UTF8'))
-          FROM c LEFT JOIN toolgate.seal_keys k ON k.key_id = c.key_id
-    ) u
-    ORDER BY u.seq, u.pos
+                   'tenant_id', r.tenant_id, 'checkpoint', c.seq, 'audit_id', r.audit_id,
+                   'at', pg_catalog.to_char(r.at AT TIME ZONE 'UTC', utc), 'kind', r.kind,
+                   'conversation_id', r.conversation_id, 'actor', r.actor, 'role', r.role, 'tool', r.tool,
+                   'target', r.target, 'proposal_id', r.proposal_id, 'outcome', r.outcome, 'rule', r.rule,
+                   'replayed', r.replayed, 'effects', r.effects, 'detail', r.detail, 'args_hmac', r.args_hmac,
+                   'schema_version', r.schema_version, 'policy_version', r.policy_version,
+                   'duration_us', r.duration_us, 'canonical', r.canonical,
+                   'leaf', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(r.canonical, 'UTF8')), 'hex'))
+          FROM (SELECT a.*,
+                       toolgate.audit_canonical(
+                           a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, a.actor, a.role, a.tool, a.target,
+                           a.proposal_id, a.outcome, a.rule, a.replayed, a.effects, a.detail, a.args_hmac,
+                           a.schema_version, a.policy_version, a.duration_us) AS canonical
+                  FROM toolgate.audit a
+                 WHERE a.tenant_id = c.tenant_id AND a.audit_id = ANY (c.audit_ids)) r
+         -- The seal's order (a row whose time was moved since is out of it: its leaf says so too).
+         ORDER BY r.at, r.audit_id;
+        checkpoint := c.seq; item := 'checkpoint'; audit_id := NULL;
+        record := pg_catalog.jsonb_build_object(
+            'tenant_id', c.tenant_id, 'checkpoint', c.seq,
+            'sealed_from', pg_catalog.to_char(c.sealed_from AT TIME ZONE 'UTC', utc),
+            'sealed_to', pg_catalog.to_char(c.sealed_to AT TIME ZONE 'UTC', utc),
+            'rows', c.rows, 'audit_ids', pg_catalog.to_jsonb(c.audit_ids),
+            'root', pg_catalog.encode(c.root, 'hex'), 'prev', pg_catalog.encode(c.prev, 'hex'), 'key_id', c.key_id,
+            'public_key', (SELECT pg_catalog.encode(k.public_key, 'hex') FROM toolgate.seal_keys k WHERE k.key_id = c.key_id),
+            'signature', pg_catalog.encode(c.signature, 'hex'),
+            'message', pg_catalog.convert_from(toolgate.checkpoint_message(c), 'UTF8'));
+        RETURN NEXT;
+    END LOOP;
+END
 $$;

@@ -103,7 +103,10 @@ DECLARE
 BEGIN
     SELECT * INTO c FROM toolgate.audit_checkpoints WHERE tenant_id = 'seal-b' AND seq = 1;
     UPDATE toolgate.audit SET outcome = 'SUCCEEDED' WHERE tenant_id = 'seal-b' AND audit_id = c.audit_ids[1];
-    SELECT string_agg(toolgate.audit_leaf(a), ''::bytea ORDER BY a.at, a.audit_id) INTO c.leaves
+    SELECT string_agg(toolgate.audit_leaf(a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, a.actor, a.role,
+                                          a.tool, a.target, a.proposal_id, a.outcome, a.rule, a.replayed, a.effects,
+                                          a.detail, a.args_hmac, a.schema_version, a.policy_version, a.duration_us),
+                      ''::bytea ORDER BY a.at, a.audit_id) INTO c.leaves
       FROM toolgate.audit a WHERE a.tenant_id = 'seal-b' AND a.audit_id = ANY (c.audit_ids);
     c.root := sha256(c.leaves);
     SELECT key_id INTO c.key_id FROM toolgate.seal_keys WHERE retired_at IS NULL;
@@ -116,8 +119,21 @@ $$;
 RESET session_replication_role;
 SELECT checkpoint, status, detail FROM toolgate.verify_audit('seal-b');
 
+-- One tenant at a time, as a Citus cluster seals (tenant_seal runs where the tenant's rows are:
+-- on one server, here), over the tenants seal_tenants() names.
+SET ROLE toolgate_agent;
+SELECT r->>'rule' AS rule FROM toolgate.request_close(:'tokb', 'conv-b', '{"order_id": "1", "reason": "x", "idempotency_key": "b-3"}') r;
+SET ROLE toolgate_operator;
+SELECT tenant_id, checkpoint, sealed_rows FROM toolgate.tenant_seal('seal-b');
+SELECT tenant_id, checkpoint, sealed_rows FROM toolgate.tenant_seal('seal-b');
+SELECT t FROM toolgate.seal_tenants() t WHERE t IN ('seal', 'seal-b', '(unverified)', 'nobody');
+RESET ROLE;
+SELECT checkpoint, status, detail FROM toolgate.verify_audit('seal-b') WHERE checkpoint = 3;
+
 -- Bad input: an unknown tenant, a batch below one, a snapshot older than the wait.
 SELECT * FROM toolgate.seal('nobody');
+SELECT * FROM toolgate.tenant_seal('nobody');
+SELECT * FROM toolgate.tenant_seal(NULL);
 SELECT * FROM toolgate.seal('seal', batch => 0);
 SELECT * FROM toolgate.verify_audit('nobody');
 SELECT * FROM toolgate.verify_audit(NULL);
@@ -135,6 +151,7 @@ SELECT * FROM toolgate.seal('seal');
 SELECT * FROM toolgate.verify_audit('seal');
 SELECT count(*) FROM toolgate.audit_checkpoints;
 SELECT count(*) FROM toolgate.export_audit('seal');
+SELECT * FROM toolgate.tenant_seal('seal');
 SET ROLE toolgate_auditor;
 SELECT * FROM toolgate.seal('seal');
 SELECT * FROM toolgate.rotate_seal_key();

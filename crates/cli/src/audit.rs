@@ -1,5 +1,5 @@
-//! `toolgate audit seal` and `toolgate audit export` (docs/audit.md): one run of
-//! `toolgate.seal()`, for a timer where pg_cron is not installed, and the sealed audit streamed
+//! `toolgate audit seal` and `toolgate audit export` (docs/audit.md): one run of the seal,
+//! tenant by tenant, for a timer (on a Citus cluster, the way to seal), and the sealed audit streamed
 //! out, checkpoint by checkpoint, for a copy the database's owner cannot change. Both connect as
 //! libpq does, do their work and exit: nothing runs between runs, so neither has metrics of its own.
 
@@ -20,22 +20,42 @@ pub struct Sealed {
     pub sealed_to: String,
 }
 
-/// Seal `tenant`'s audit (every tenant's when None) in checkpoints of at most `batch` rows.
+/// Seal `tenant`'s audit (every tenant's `toolgate.seal_tenants()` names, when None) in
+/// checkpoints of at most `batch` rows: tenant by tenant, each `toolgate.tenant_seal` a statement
+/// of its own, so that on a Citus cluster each runs on its tenant's worker (on one server it is
+/// `toolgate.seal` for that tenant).
 pub async fn seal(conninfo: &str, tenant: Option<&str>, batch: i32) -> Result<Vec<Sealed>> {
     let client = db::connect_to(conninfo).await?;
-    let rows = client
-        .query(
+    let fail = |what: &str, e: tokio_postgres::Error| format!("{what}: {}", toolgate_pgconn::describe(&e));
+    let tenants: Vec<String> = match tenant {
+        Some(t) => vec![t.to_string()],
+        None => client
+            .query("SELECT t FROM toolgate.seal_tenants() t", &[])
+            .await
+            .map_err(|e| fail("toolgate.seal_tenants", e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+    };
+    let statement = client
+        .prepare(
             "SELECT s.tenant_id, s.checkpoint, s.sealed_rows, \
                     pg_catalog.to_char(s.sealed_to AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
-               FROM toolgate.seal($1, $2) s",
-            &[&tenant, &batch],
+               FROM toolgate.tenant_seal($1, $2) s",
         )
         .await
-        .map_err(|e| format!("toolgate.seal: {}", toolgate_pgconn::describe(&e)))?;
-    Ok(rows
-        .iter()
-        .map(|r| Sealed { tenant: r.get(0), checkpoint: r.get(1), rows: r.get(2), sealed_to: r.get(3) })
-        .collect())
+        .map_err(|e| fail("toolgate.tenant_seal", e))?;
+    let mut sealed = Vec::new();
+    for tenant in &tenants {
+        let rows = client.query(&statement, &[tenant, &batch]).await.map_err(|e| fail("toolgate.tenant_seal", e))?;
+        sealed.extend(rows.iter().map(|r| Sealed {
+            tenant: r.get(0),
+            checkpoint: r.get(1),
+            rows: r.get(2),
+            sealed_to: r.get(3),
+        }));
+    }
+    Ok(sealed)
 }
 
 /// How `export` writes: JSON Lines, or CSV with a header.

@@ -450,10 +450,11 @@ impl Answer {
 
 #[derive(Subcommand)]
 enum AuditCommand {
-    /// Seal the audit once (toolgate.seal()): every tenant's rows written since its last
-    /// checkpoint, or one tenant's, into signed checkpoints; prints each one written (tenant,
-    /// checkpoint, rows, end of its period, tab-separated) and exits. For a timer where pg_cron
-    /// is not installed; the login needs toolgate_operator.
+    /// Seal the audit once: every tenant's rows written since its last checkpoint, or one
+    /// tenant's, into signed checkpoints, tenant by tenant (toolgate.tenant_seal, each a statement
+    /// of its own: on a Citus cluster each runs on its tenant's worker); prints each checkpoint
+    /// written (tenant, checkpoint, rows, end of its period, tab-separated) and exits. For a
+    /// timer; the login needs toolgate_operator.
     #[command(after_help = "Exit status:\n  0  sealed (perhaps nothing new)\n  \
         2  a usage error, no connection, no privilege or an unknown tenant (nothing sealed)")]
     Seal {

@@ -1,6 +1,8 @@
 -- The audit's seal on a cluster: distribute() gives the checkpoints the layout of the tenant's
--- other rows and makes the seal keys a reference table; sealing itself does not run on a cluster
--- yet, and says so (docs/audit.md).
+-- other rows, makes the seal keys a reference table and delegates tenant_seal by tenant. seal()
+-- on the coordinator refuses, saying how; tenant_seal, a statement of its own, seals a tenant's
+-- rows on its worker, where the checkpoints stay, and the coordinator verifies them. In a
+-- transaction block Citus does not delegate it, and it refuses (docs/audit.md).
 SELECT logicalrelid::text AS relation, partmethod,
        colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'toolgate.ledger'::regclass)
            AS with_the_ledger
@@ -8,4 +10,21 @@ SELECT logicalrelid::text AS relation, partmethod,
  WHERE logicalrelid::text IN ('toolgate.audit_checkpoints', 'toolgate.seal_keys') ORDER BY 1;
 \set VERBOSITY terse
 SELECT * FROM toolgate.seal();
-SELECT count(*) AS checkpoints FROM toolgate.audit_checkpoints;
+SELECT tenant_id, checkpoint, sealed_rows > 0 AS sealed FROM toolgate.tenant_seal('shopping-a');
+SELECT tenant_id, checkpoint, sealed_rows > 0 AS sealed FROM toolgate.tenant_seal('shopping-c');
+SELECT tenant_id, checkpoint FROM toolgate.tenant_seal('shopping-a');
+-- Each tenant's checkpoints are on the worker that holds its ledger, the two tenants on both.
+SELECT t.tenant_id,
+       (SELECT nodeport FROM pg_dist_shard_placement
+         WHERE shardid = get_shard_id_for_distribution_column('toolgate.audit_checkpoints', t.tenant_id))
+     = (SELECT nodeport FROM pg_dist_shard_placement
+         WHERE shardid = get_shard_id_for_distribution_column('toolgate.ledger', t.tenant_id)) AS with_its_tenant
+  FROM (VALUES ('shopping-a'), ('shopping-c')) t(tenant_id) ORDER BY 1;
+SELECT count(DISTINCT p.nodeport) AS workers
+  FROM (VALUES ('shopping-a'), ('shopping-c')) t(tenant_id)
+  JOIN pg_dist_shard_placement p ON p.shardid = get_shard_id_for_distribution_column('toolgate.ledger', t.tenant_id);
+SELECT v.status, count(*) FROM toolgate.verify_audit('shopping-a') v GROUP BY 1 ORDER BY 1;
+SELECT v.status, count(*) FROM toolgate.verify_audit('shopping-c') v GROUP BY 1 ORDER BY 1;
+BEGIN;
+SELECT * FROM toolgate.tenant_seal('shopping-a');
+ROLLBACK;
