@@ -25,8 +25,10 @@ SUDO=()
 missing=()
 # gcc, make, patch and the compression and Kerberos headers build Citus for the scale-out suite
 # (scripts/citus.sh).
+# prometheus (for promtool) and prometheus-postgres-exporter test the observability files
+# (scripts/observability-test.sh); neither is started as a service.
 for pkg in "postgresql-$PG_DEBIAN" "postgresql-server-dev-$PG_DEBIAN" libclang-dev clang sudo shellcheck curl \
-    gcc make patch liblz4-dev libzstd-dev libkrb5-dev; do
+    gcc make patch liblz4-dev libzstd-dev libkrb5-dev prometheus prometheus-postgres-exporter; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 # pip fetches PostgreSQL 18; any pip will do (Debian's, or a Python of one's own).

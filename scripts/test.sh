@@ -81,9 +81,10 @@ suites() {
         return
     fi
 
-    step "6/14 [PostgreSQL $v] client integration tests (tests/)"
+    step "6/14 [PostgreSQL $v] client integration tests (tests/), the observability files (scripts/observability-test.sh)"
     TOOLGATE_TEST_HOST="$dir/socket" TOOLGATE_TEST_PORT="$port" TOOLGATE_TEST_KEYS="$work/keys-it-$v" \
     TOOLGATE_TEST_LOG="$dir/server.log" cargo test --quiet -p pg_toolgate --test '*'
+    scripts/observability-test.sh
 
     step "7/14 [PostgreSQL $v] MCP evals: toolgate mcp over stdio and HTTP, the Python MCP SDK as client (scripts/mcp-evals.sh)"
     scripts/mcp-evals.sh

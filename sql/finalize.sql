@@ -89,6 +89,10 @@ GRANT EXECUTE ON FUNCTION toolgate.verify_audit(text, timestamptz, timestamptz)
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT EXECUTE ON FUNCTION toolgate.rotate_seal_key() TO toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.export_audit(text, bigint, integer) TO toolgate_auditor, toolgate_admin;
+-- What a Prometheus exporter reads (docs/observability.md): counts per tenant, no row's content.
+GRANT SELECT ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_refusals, toolgate.metric_proposals,
+                toolgate.metric_outbox, toolgate.metric_seal, toolgate.metric_audit_findings
+TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,

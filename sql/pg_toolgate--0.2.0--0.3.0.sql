@@ -599,7 +599,7 @@ COMMENT ON FUNCTION toolgate.outbox_settle(toolgate.outbox, text, jsonb, interva
 
 
 ------------------------------------------------------------------------------------------------
--- 2. The audit's seal (docs/audit.md): the seal keys (the first made here), the checkpoints, the
+-- 2. The audit's seal (docs/audit.md): the seal keys and the checkpoints, the
 --    functions that seal and verify and what they need from the library (as sql/seal.sql
 --    installs them), their grants (as sql/finalize.sql), and the append-only trigger naming the
 --    table it guards (as sql/bootstrap.sql).
@@ -633,7 +633,9 @@ STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
 AS 'pg_toolgate-@CARGO_VERSION@', 'wait_for_writers_wrapper';
 
 -- The seal keys. The newest not retired signs; a retired key keeps its public half, so what it
--- signed still verifies, and loses its seed, so it signs nothing again.
+-- signed still verifies, and loses its seed, so it signs nothing again. The first seal makes the
+-- first key (none is made at CREATE EXTENSION: pg_dump keeps these rows, and a restore's own
+-- CREATE EXTENSION must not make one of the same number).
 CREATE TABLE toolgate.seal_keys (
     key_id     integer PRIMARY KEY,
     public_key bytea NOT NULL CHECK (pg_catalog.length(public_key) = 32),
@@ -642,10 +644,6 @@ CREATE TABLE toolgate.seal_keys (
     retired_at timestamptz,
     CONSTRAINT seal_keys_retired_have_no_secret CHECK ((secret IS NULL) = (retired_at IS NOT NULL))
 );
-INSERT INTO toolgate.seal_keys (key_id, public_key, secret)
-SELECT 1, toolgate.seal_public_key(s.seed), s.seed FROM (SELECT toolgate.seal_new_seed() AS seed) s;
-CREATE TRIGGER seal_keys_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.seal_keys
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
 
 -- One row per checkpoint: a tenant's audit rows whose time is in [sealed_from, sealed_to)
 -- (sealed_from NULL: since the first), their ids and leaves (the SHA-256 of each row, 32 bytes
@@ -802,16 +800,25 @@ BEGIN
 END
 $$;
 
--- The key that signs now.
+-- The key that signs now; the first seal makes the first one, from PostgreSQL's strong random
+-- source (two first seals at once make one).
 CREATE FUNCTION toolgate.seal_key() RETURNS toolgate.seal_keys
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
     k toolgate.seal_keys;
+    seed bytea;
 BEGIN
     SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'toolgate.seal: no seal key (toolgate.rotate_seal_key() makes one)' USING ERRCODE = 'no_data_found';
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM toolgate.seal_keys) THEN
+        seed := toolgate.seal_new_seed();
+        INSERT INTO toolgate.seal_keys (key_id, public_key, secret) VALUES (1, toolgate.seal_public_key(seed), seed)
+            ON CONFLICT (key_id) DO NOTHING;
+        SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
+    END IF;
+    IF k.key_id IS NULL THEN
+        RAISE EXCEPTION 'toolgate.seal: no seal key signs (toolgate.rotate_seal_key() makes one)'
+            USING ERRCODE = 'no_data_found';
     END IF;
     RETURN k;
 END
@@ -1048,14 +1055,21 @@ $$;
 
 -- Retire the seal key that signs (its seed is erased; its public half stays, so what it signed
 -- still verifies) and make a new one, which signs from the next seal on. Returns the new key.
+-- An administrator's of this database (toolgate.administers), as every change of configuration.
 CREATE FUNCTION toolgate.rotate_seal_key() RETURNS TABLE (key_id integer, public_key text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    who text := toolgate.caller();
     seed bytea := toolgate.seal_new_seed();
     next_id integer;
 BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate.administrators lists the roles whose members administer this database.';
+    END IF;
     -- Two rotations, one after the other.
     LOCK TABLE toolgate.seal_keys IN SHARE ROW EXCLUSIVE MODE;
     UPDATE toolgate.seal_keys s SET secret = NULL, retired_at = pg_catalog.now() WHERE s.retired_at IS NULL;
@@ -1141,3 +1155,83 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT EXECUTE ON FUNCTION toolgate.rotate_seal_key() TO toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.export_audit(text, bigint, integer) TO toolgate_auditor, toolgate_admin;
 GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;
+
+------------------------------------------------------------------------------------------------
+-- 3. Metrics for a Prometheus exporter (docs/observability.md): the views it reads, as
+--    sql/views.sql installs them, and their grants (as sql/finalize.sql).
+------------------------------------------------------------------------------------------------
+
+-- Every tenant a metric is kept for.
+CREATE VIEW toolgate.metric_tenants AS
+SELECT n.tenant_id FROM toolgate.tenants n UNION ALL SELECT '(unverified)';
+
+-- Calls, confirmations, reads and deliveries audited in the last five minutes, by tool and outcome.
+CREATE VIEW toolgate.metric_calls AS
+SELECT t.tenant_id, a.tool, a.outcome, count(*) AS last_5m
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL (SELECT x.tool, x.outcome::text AS outcome FROM toolgate.audit x
+                       WHERE x.tenant_id = t.tenant_id AND x.at > pg_catalog.now() - interval '5 minutes') a
+ GROUP BY 1, 2, 3;
+
+-- Refusals (BLOCKED, REJECTED) of the last five minutes, by tool and rule.
+CREATE VIEW toolgate.metric_refusals AS
+SELECT t.tenant_id, a.tool, a.rule, count(*) AS last_5m
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL (SELECT x.tool, x.rule FROM toolgate.audit x
+                       WHERE x.tenant_id = t.tenant_id AND x.at > pg_catalog.now() - interval '5 minutes'
+                         AND x.outcome IN ('BLOCKED', 'REJECTED') AND x.rule IS NOT NULL) a
+ GROUP BY 1, 2, 3;
+
+-- Proposals waiting for a person now, and those that expired unanswered in the last hour.
+CREATE VIEW toolgate.metric_proposals AS
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE p.status = 'live' AND p.expires_at > pg_catalog.now()) AS waiting,
+       count(*) FILTER (WHERE p.status IN ('live', 'expired') AND p.expires_at <= pg_catalog.now()
+                          AND p.expires_at > pg_catalog.now() - interval '1 hour') AS expired_unanswered_1h
+  FROM toolgate.metric_tenants t
+  JOIN toolgate.proposals p ON p.tenant_id = t.tenant_id
+ WHERE p.status IN ('live', 'expired') AND p.expires_at > pg_catalog.now() - interval '1 hour'
+ GROUP BY 1;
+
+-- The outbox: intents due now and how long the oldest has waited (the lag), and those that need a
+-- person (DEAD, UNCERTAIN).
+CREATE VIEW toolgate.metric_outbox AS
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.now())
+           AS due,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - min(o.next_attempt_at) FILTER (
+           WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.now())), 0)
+           AS oldest_due_seconds,
+       count(*) FILTER (WHERE o.state = 'DEAD') AS dead,
+       count(*) FILTER (WHERE o.state = 'UNCERTAIN') AS uncertain
+  FROM toolgate.metric_tenants t
+  JOIN toolgate.outbox o ON o.tenant_id = t.tenant_id
+ WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD')
+ GROUP BY 1;
+
+-- The seal's lag: how old the oldest row not sealed yet is (0: none), and how long ago the newest
+-- checkpoint was written (NaN: never).
+CREATE VIEW toolgate.metric_seal AS
+SELECT t.tenant_id,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - (
+           SELECT min(a.at) FROM toolgate.audit a
+            WHERE a.tenant_id = t.tenant_id AND a.at >= coalesce(c.sealed_to, '-infinity'))), 0) AS oldest_unsealed_seconds,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - c.sealed_at), 'NaN') AS last_checkpoint_age_seconds
+  FROM toolgate.metric_tenants t
+  LEFT JOIN LATERAL (SELECT x.sealed_to, x.sealed_at FROM toolgate.audit_checkpoints x
+                      WHERE x.tenant_id = t.tenant_id ORDER BY x.seq DESC LIMIT 1) c ON true;
+
+-- What verify_audit finds wrong (changed, removed, inserted rows, invalid or missing checkpoints)
+-- in the checkpoints of the last day. Costly (it reads every row sealed that day): the exporter
+-- caches it for ten minutes.
+CREATE VIEW toolgate.metric_audit_findings AS
+SELECT t.tenant_id, count(*) FILTER (WHERE v.status NOT IN ('verified', 'unsealed', 'empty')) AS last_1d
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL toolgate.verify_audit(t.tenant_id, since => pg_catalog.now() - interval '1 day') v
+ GROUP BY 1;
+
+REVOKE ALL ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_refusals, toolgate.metric_proposals,
+              toolgate.metric_outbox, toolgate.metric_seal, toolgate.metric_audit_findings FROM PUBLIC;
+GRANT SELECT ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_refusals, toolgate.metric_proposals,
+                toolgate.metric_outbox, toolgate.metric_seal, toolgate.metric_audit_findings
+TO toolgate_auditor, toolgate_admin, toolgate_operator;

@@ -1,13 +1,15 @@
 ------------------------------------------------------------------------------------------------
 -- The audit's seal (docs/audit.md): each tenant's audit rows, in the order of their time, hashed
 -- into checkpoints that chain to one another and are signed with an Ed25519 key the extension
--- keeps. toolgate.seal() writes them, run by a scheduler, never by a call; verify_audit() says
--- which row was changed, removed or inserted since it was sealed. A call never waits for a seal:
--- the seal waits for the calls (src/seal.rs).
+-- keeps. toolgate.seal() (or tenant_seal, tenant by tenant) writes them, run by a scheduler,
+-- never by a call; verify_audit() says which row was changed, removed or inserted since it was
+-- sealed. A call never waits for a seal: the seal waits for the calls (src/seal.rs).
 ------------------------------------------------------------------------------------------------
 
 -- The seal keys. The newest not retired signs; a retired key keeps its public half, so what it
--- signed still verifies, and loses its seed, so it signs nothing again.
+-- signed still verifies, and loses its seed, so it signs nothing again. The first seal makes the
+-- first key (none is made at CREATE EXTENSION: pg_dump keeps these rows, and a restore's own
+-- CREATE EXTENSION must not make one of the same number).
 CREATE TABLE toolgate.seal_keys (
     key_id     integer PRIMARY KEY,
     public_key bytea NOT NULL CHECK (pg_catalog.length(public_key) = 32),
@@ -16,10 +18,6 @@ CREATE TABLE toolgate.seal_keys (
     retired_at timestamptz,
     CONSTRAINT seal_keys_retired_have_no_secret CHECK ((secret IS NULL) = (retired_at IS NOT NULL))
 );
-INSERT INTO toolgate.seal_keys (key_id, public_key, secret)
-SELECT 1, toolgate.seal_public_key(s.seed), s.seed FROM (SELECT toolgate.seal_new_seed() AS seed) s;
-CREATE TRIGGER seal_keys_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.seal_keys
-    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
 
 -- One row per checkpoint: a tenant's audit rows whose time is in [sealed_from, sealed_to)
 -- (sealed_from NULL: since the first), their ids and leaves (the SHA-256 of each row, 32 bytes
@@ -176,16 +174,25 @@ BEGIN
 END
 $$;
 
--- The key that signs now.
+-- The key that signs now; the first seal makes the first one, from PostgreSQL's strong random
+-- source (two first seals at once make one).
 CREATE FUNCTION toolgate.seal_key() RETURNS toolgate.seal_keys
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, toolgate, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 DECLARE
     k toolgate.seal_keys;
+    seed bytea;
 BEGIN
     SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'toolgate.seal: no seal key (toolgate.rotate_seal_key() makes one)' USING ERRCODE = 'no_data_found';
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM toolgate.seal_keys) THEN
+        seed := toolgate.seal_new_seed();
+        INSERT INTO toolgate.seal_keys (key_id, public_key, secret) VALUES (1, toolgate.seal_public_key(seed), seed)
+            ON CONFLICT (key_id) DO NOTHING;
+        SELECT * INTO k FROM toolgate.seal_keys s WHERE s.retired_at IS NULL ORDER BY s.key_id DESC LIMIT 1;
+    END IF;
+    IF k.key_id IS NULL THEN
+        RAISE EXCEPTION 'toolgate.seal: no seal key signs (toolgate.rotate_seal_key() makes one)'
+            USING ERRCODE = 'no_data_found';
     END IF;
     RETURN k;
 END
@@ -422,14 +429,21 @@ $$;
 
 -- Retire the seal key that signs (its seed is erased; its public half stays, so what it signed
 -- still verifies) and make a new one, which signs from the next seal on. Returns the new key.
+-- An administrator's of this database (toolgate.administers), as every change of configuration.
 CREATE FUNCTION toolgate.rotate_seal_key() RETURNS TABLE (key_id integer, public_key text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    who text := toolgate.caller();
     seed bytea := toolgate.seal_new_seed();
     next_id integer;
 BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate.administrators lists the roles whose members administer this database.';
+    END IF;
     -- Two rotations, one after the other.
     LOCK TABLE toolgate.seal_keys IN SHARE ROW EXCLUSIVE MODE;
     UPDATE toolgate.seal_keys s SET secret = NULL, retired_at = pg_catalog.now() WHERE s.retired_at IS NULL;

@@ -98,3 +98,78 @@ SELECT t.tool, t.kind, t.description, t.sensitive, s.version AS schema_version, 
   JOIN LATERAL (SELECT ts.version, ts.schema FROM toolgate.tool_schemas ts
                  WHERE ts.tool = t.tool ORDER BY ts.version DESC LIMIT 1) s ON true
   LEFT JOIN toolgate.tool_bindings b ON b.tool = t.tool;
+
+------------------------------------------------------------------------------------------------
+-- Metrics (docs/observability.md): what a Prometheus exporter reads
+-- (observability/postgres_exporter/queries.yaml), each a gauge per tenant (and '(unverified)'),
+-- each tenant read through its own index range, so a scrape never reads the whole audit.
+------------------------------------------------------------------------------------------------
+
+-- Every tenant a metric is kept for.
+CREATE VIEW toolgate.metric_tenants AS
+SELECT n.tenant_id FROM toolgate.tenants n UNION ALL SELECT '(unverified)';
+
+-- Calls, confirmations, reads and deliveries audited in the last five minutes, by tool and outcome.
+CREATE VIEW toolgate.metric_calls AS
+SELECT t.tenant_id, a.tool, a.outcome, count(*) AS last_5m
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL (SELECT x.tool, x.outcome::text AS outcome FROM toolgate.audit x
+                       WHERE x.tenant_id = t.tenant_id AND x.at > pg_catalog.now() - interval '5 minutes') a
+ GROUP BY 1, 2, 3;
+
+-- Refusals (BLOCKED, REJECTED) of the last five minutes, by tool and rule.
+CREATE VIEW toolgate.metric_refusals AS
+SELECT t.tenant_id, a.tool, a.rule, count(*) AS last_5m
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL (SELECT x.tool, x.rule FROM toolgate.audit x
+                       WHERE x.tenant_id = t.tenant_id AND x.at > pg_catalog.now() - interval '5 minutes'
+                         AND x.outcome IN ('BLOCKED', 'REJECTED') AND x.rule IS NOT NULL) a
+ GROUP BY 1, 2, 3;
+
+-- Proposals waiting for a person now, and those that expired unanswered in the last hour.
+CREATE VIEW toolgate.metric_proposals AS
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE p.status = 'live' AND p.expires_at > pg_catalog.now()) AS waiting,
+       count(*) FILTER (WHERE p.status IN ('live', 'expired') AND p.expires_at <= pg_catalog.now()
+                          AND p.expires_at > pg_catalog.now() - interval '1 hour') AS expired_unanswered_1h
+  FROM toolgate.metric_tenants t
+  JOIN toolgate.proposals p ON p.tenant_id = t.tenant_id
+ WHERE p.status IN ('live', 'expired') AND p.expires_at > pg_catalog.now() - interval '1 hour'
+ GROUP BY 1;
+
+-- The outbox: intents due now and how long the oldest has waited (the lag), and those that need a
+-- person (DEAD, UNCERTAIN).
+CREATE VIEW toolgate.metric_outbox AS
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.now())
+           AS due,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - min(o.next_attempt_at) FILTER (
+           WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= pg_catalog.now())), 0)
+           AS oldest_due_seconds,
+       count(*) FILTER (WHERE o.state = 'DEAD') AS dead,
+       count(*) FILTER (WHERE o.state = 'UNCERTAIN') AS uncertain
+  FROM toolgate.metric_tenants t
+  JOIN toolgate.outbox o ON o.tenant_id = t.tenant_id
+ WHERE o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL', 'DEAD')
+ GROUP BY 1;
+
+-- The seal's lag: how old the oldest row not sealed yet is (0: none), and how long ago the newest
+-- checkpoint was written (NaN: never).
+CREATE VIEW toolgate.metric_seal AS
+SELECT t.tenant_id,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - (
+           SELECT min(a.at) FROM toolgate.audit a
+            WHERE a.tenant_id = t.tenant_id AND a.at >= coalesce(c.sealed_to, '-infinity'))), 0) AS oldest_unsealed_seconds,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - c.sealed_at), 'NaN') AS last_checkpoint_age_seconds
+  FROM toolgate.metric_tenants t
+  LEFT JOIN LATERAL (SELECT x.sealed_to, x.sealed_at FROM toolgate.audit_checkpoints x
+                      WHERE x.tenant_id = t.tenant_id ORDER BY x.seq DESC LIMIT 1) c ON true;
+
+-- What verify_audit finds wrong (changed, removed, inserted rows, invalid or missing checkpoints)
+-- in the checkpoints of the last day. Costly (it reads every row sealed that day): the exporter
+-- caches it for ten minutes.
+CREATE VIEW toolgate.metric_audit_findings AS
+SELECT t.tenant_id, count(*) FILTER (WHERE v.status NOT IN ('verified', 'unsealed', 'empty')) AS last_1d
+  FROM toolgate.metric_tenants t
+  CROSS JOIN LATERAL toolgate.verify_audit(t.tenant_id, since => pg_catalog.now() - interval '1 day') v
+ GROUP BY 1;

@@ -1,7 +1,7 @@
 //! What `toolgate.seal()` and `toolgate.verify_audit()` (sql/seal.sql) need from C: a seal key's
 //! random seed, its signatures, the wait for the audit's writers, and the lock that keeps one
-//! tenant's checkpoints in one chain. Internal: PUBLIC may execute none of them (finalize.sql),
-//! the two SECURITY DEFINER functions call them.
+//! tenant's checkpoints in one chain. Internal: PUBLIC may execute none of them (finalize.sql);
+//! the seal's SECURITY DEFINER functions call them.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -152,7 +152,10 @@ SELECT * FROM toolgate.verify_audit('seal');
 SELECT count(*) FROM toolgate.audit_checkpoints;
 SELECT count(*) FROM toolgate.export_audit('seal');
 SELECT * FROM toolgate.tenant_seal('seal');
+SELECT count(*) FROM toolgate.metric_audit_findings;
 SET ROLE toolgate_auditor;
+-- The metrics an exporter reads (docs/observability.md): what verify_audit finds in each tenant.
+SELECT tenant_id, last_1d FROM toolgate.metric_audit_findings WHERE tenant_id IN ('seal', 'seal-b') ORDER BY 1;
 SELECT * FROM toolgate.seal('seal');
 SELECT * FROM toolgate.rotate_seal_key();
 SELECT count(*) FROM toolgate.seal_keys;

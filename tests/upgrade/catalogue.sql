@@ -16,9 +16,8 @@
 --   * a table's column order (attnum): ALTER TABLE ADD COLUMN appends where CREATE TABLE may
 --     put the column elsewhere, so columns are compared by name;
 --   * sequences' current values (how many rows were ever written), and OIDs of every kind;
---   * the rows of toolgate.audit_key (the audit HMAC key, random per install), the seal keys'
---     halves (random per install: the rows, key ids, are compared) and every timestamp column of
---     a row (when it was written);
+--   * the rows of toolgate.audit_key (the audit HMAC key, random per install) and every
+--     timestamp column of a row (when it was written);
 --   * probin's directory (where the library was found), normalised to the library's name;
 --   * the column option pg_attver=N that Debian's PostgreSQL 15.20 puts on every column (not an
 --     option anyone sets: its value differs by table and by database);
@@ -310,15 +309,13 @@ SELECT s.line FROM (
       LEFT JOIN LATERAL regexp_split_to_table(f.val, E'\n') WITH ORDINALITY AS l(text, n) ON strpos(f.val, E'\n') > 0
 ) s ORDER BY s.line COLLATE "C";
 
--- The rows of every table of the extension but the audit key, without their timestamps (nor the
--- seal keys' halves): one
+-- The rows of every table of the extension but the audit key, without their timestamps: one
 -- SELECT per table, made here and run by psql's \gexec.
 SELECT format('SELECT s.line FROM (SELECT %L || (pg_catalog.to_jsonb(t) - %L::text[])::text AS line FROM %s t) s ORDER BY s.line COLLATE "C"',
               'row ' || c.oid::regclass::text || ': ',
               ARRAY(SELECT a.attname FROM pg_attribute a
                      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-                       AND (a.atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype)
-                            OR (c.relname = 'seal_keys' AND a.attname IN ('secret', 'public_key')))),
+                       AND a.atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype)),
               c.oid::regclass)
   FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid JOIN pg_class c ON c.oid = d.objid
  WHERE e.extname = 'pg_toolgate' AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
