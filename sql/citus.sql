@@ -65,7 +65,7 @@ DECLARE
                                           'toolgate.settle_outbox(text,text,text,uuid,text,jsonb,interval,jsonb)',
                                           'toolgate.resolve_outbox(text,text,text,text,text,jsonb)',
                                           'toolgate.requeue_outbox(text,text,text,text)',
-                                          'toolgate.tenant_seal(text,integer)'];
+                                          'toolgate.tenant_seal(text,integer,interval)'];
     t text;
     erp regclass;
     fk record;

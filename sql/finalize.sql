@@ -83,7 +83,8 @@ GRANT SELECT ON toolgate.policy_history, toolgate.erp_endpoint_history, toolgate
 GRANT EXECUTE ON FUNCTION toolgate.limits_usage(text) TO toolgate_auditor;
 -- The audit's seal (docs/audit.md): on-call's scheduler seals, auditors verify and read the
 -- checkpoints and the seal keys' public halves; rotating the key is an administrator's.
-GRANT EXECUTE ON FUNCTION toolgate.seal(text, integer), toolgate.tenant_seal(text, integer), toolgate.seal_tenants()
+GRANT EXECUTE ON FUNCTION toolgate.seal(text, integer), toolgate.tenant_seal(text, integer, interval),
+                          toolgate.seal_tenants()
 TO toolgate_operator, toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.verify_audit(text, timestamptz, timestamptz)
 TO toolgate_auditor, toolgate_admin, toolgate_operator;

@@ -245,9 +245,11 @@ $$;
 -- One tenant's seal, where its rows are: seal()'s for one tenant on one server; on a Citus
 -- cluster, delegated to the tenant's worker (distribute() makes it so), called on the coordinator
 -- as a statement of its own, outside a transaction block. There it also waits for the writers
--- of the tenant's shard of the audit (a call routed from the coordinator writes the shard, not
--- the distributed table).
-CREATE FUNCTION toolgate.tenant_seal(tenant text, batch integer DEFAULT 10000)
+-- of the tenant's shard of the audit (a refusal audited on the coordinator writes the shard, not
+-- the distributed table), and leaves the last `margin` unsealed (NULL: a minute on a cluster,
+-- nothing on one server): such a row's time is the coordinator's clock, read before its insert
+-- reaches the worker.
+CREATE FUNCTION toolgate.tenant_seal(tenant text, batch integer DEFAULT 10000, margin interval DEFAULT NULL)
 RETURNS TABLE (tenant_id text, checkpoint bigint, sealed_rows integer, sealed_to timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -265,8 +267,12 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Call it on the coordinator as a statement of its own, outside a transaction block: Citus then runs it on the tenant''s worker.';
     END IF;
+    IF margin < interval '0' THEN
+        RAISE EXCEPTION 'toolgate.tenant_seal: margin must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     PERFORM toolgate.seal_lock(tenant);
-    horizon := pg_catalog.clock_timestamp();
+    horizon := pg_catalog.clock_timestamp()
+               - coalesce(margin, CASE WHEN toolgate.audit_distributed() THEN interval '1 minute' ELSE interval '0' END);
     PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
     IF toolgate.audit_distributed() THEN
         EXECUTE 'SELECT pg_catalog.shard_name(''toolgate.audit''::pg_catalog.regclass,

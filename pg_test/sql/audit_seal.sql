@@ -130,10 +130,12 @@ SELECT t FROM toolgate.seal_tenants() t WHERE t IN ('seal', 'seal-b', '(unverifi
 RESET ROLE;
 SELECT checkpoint, status, detail FROM toolgate.verify_audit('seal-b') WHERE checkpoint = 3;
 
--- Bad input: an unknown tenant, a batch below one, a snapshot older than the wait.
+-- Bad input: an unknown tenant, a batch below one, a margin below none, a snapshot older than the
+-- wait.
 SELECT * FROM toolgate.seal('nobody');
 SELECT * FROM toolgate.tenant_seal('nobody');
 SELECT * FROM toolgate.tenant_seal(NULL);
+SELECT * FROM toolgate.tenant_seal('seal', margin => '-1 second');
 SELECT * FROM toolgate.seal('seal', batch => 0);
 SELECT * FROM toolgate.verify_audit('nobody');
 SELECT * FROM toolgate.verify_audit(NULL);
