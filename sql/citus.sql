@@ -53,9 +53,9 @@ DECLARE
                                        'erp_endpoints', 'tool_bindings', 'erp_credentials', 'policies',
                                        'policy_history', 'tool_history', 'write_switches', 'audit_key',
                                        'administrators', 'erp_endpoint_history', 'limits', 'limit_history',
-                                       'seal_keys'];
+                                       'seal_keys', 'audit_retention'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
-                                           'limit_usage', 'audit_checkpoints'];
+                                           'limit_usage', 'audit_checkpoints', 'audit_purges'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',

@@ -95,6 +95,10 @@ GRANT SELECT ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_
                 toolgate.metric_outbox, toolgate.metric_seal, toolgate.metric_audit_findings
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;
+-- Retention: an administrator sets it, on-call's scheduler purges; both, and auditors, read it.
+GRANT EXECUTE ON FUNCTION toolgate.set_retention(text, interval) TO toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.purge(text) TO toolgate_operator, toolgate_admin;
+GRANT SELECT ON toolgate.audit_retention, toolgate.audit_purges TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox

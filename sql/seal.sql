@@ -310,6 +310,11 @@ $$;
 --   checkpoint_invalid  the checkpoint's signature, its chain to the one before or its own
 --                       leaves do not hold: its rows are not compared
 --   checkpoint_missing  a checkpoint number is missing from the chain
+--   purged              the checkpoints up to this one had their rows removed past retention
+--                       (toolgate.purge, whose signed record verifies): their rows are not
+--                       compared, the checkpoints themselves still are
+--   purge_invalid       the newest purge's record does not verify: its checkpoints' rows are
+--                       compared as if never purged
 --   unsealed            rows written since the last checkpoint (detail: how many); not evidence
 --                       of anything, only not sealed yet
 --   empty               nothing to verify in the range
@@ -330,11 +335,39 @@ DECLARE
     r record;
     n bigint;
     first_id bigint;
+    pr toolgate.audit_purges;
+    pc toolgate.audit_checkpoints;
+    purged_through bigint := 0;
 BEGIN
     IF verify_audit.tenant_id IS NULL OR (verify_audit.tenant_id <> '(unverified)'
         AND NOT EXISTS (SELECT FROM toolgate.tenants x WHERE x.tenant_id = verify_audit.tenant_id)) THEN
         RAISE EXCEPTION 'toolgate.verify_audit: unknown tenant %', coalesce(verify_audit.tenant_id, 'NULL')
             USING ERRCODE = 'no_data_found';
+    END IF;
+    -- The newest purge, if its record verifies: the checkpoints up to it have no rows to compare.
+    SELECT * INTO pr FROM toolgate.audit_purges x WHERE x.tenant_id = verify_audit.tenant_id
+     ORDER BY x.through_seq DESC LIMIT 1;
+    IF pr.through_seq IS NOT NULL THEN
+        SELECT * INTO pc FROM toolgate.audit_checkpoints x
+         WHERE x.tenant_id = pr.tenant_id AND x.seq = pr.through_seq;
+        SELECT * INTO k FROM toolgate.seal_keys s WHERE s.key_id = pr.key_id;
+        checkpoint := pr.through_seq; audit_id := NULL; at := NULL;
+        IF pc.seq IS NULL OR k.key_id IS NULL
+           OR NOT toolgate.seal_signature_valid(k.public_key, toolgate.purge_message(pr, toolgate.checkpoint_message(pc)),
+                                                pr.signature) THEN
+            status := 'purge_invalid';
+            detail := pg_catalog.format('the record of the purge through checkpoint %s does not verify: its rows are compared as if never purged',
+                                        pr.through_seq);
+            RETURN NEXT;
+        ELSE
+            purged_through := pr.through_seq;
+            IF pr.sealed_to > lo THEN
+                status := 'purged';
+                detail := pg_catalog.format('the rows of checkpoints 1 to %s (before %s) were removed past retention; the last purge, on %s, removed %s',
+                                            pr.through_seq, pr.sealed_to, pr.purged_at, pr.purged_rows);
+                RETURN NEXT;
+            END IF;
+        END IF;
     END IF;
     FOR c IN SELECT * FROM toolgate.audit_checkpoints x
               WHERE x.tenant_id = verify_audit.tenant_id AND x.sealed_to > lo AND coalesce(x.sealed_from, '-infinity') < hi
@@ -375,7 +408,7 @@ BEGIN
         END IF;
         IF NOT sound THEN
             RETURN NEXT;
-        ELSE
+        ELSIF c.seq > purged_through THEN
             FOR r IN
                 WITH sealed AS (
                     SELECT s.id, s.pos, pg_catalog.substr(c.leaves, (s.pos::integer - 1) * 32 + 1, 32) AS leaf
@@ -510,6 +543,143 @@ BEGIN
             'public_key', (SELECT pg_catalog.encode(k.public_key, 'hex') FROM toolgate.seal_keys k WHERE k.key_id = c.key_id),
             'signature', pg_catalog.encode(c.signature, 'hex'),
             'message', pg_catalog.convert_from(toolgate.checkpoint_message(c), 'UTF8'));
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Retention (docs/audit.md#retention): how long each tenant's audit is kept, and purge() removing
+-- what is older, whole sealed periods only, leaving a signed record of what it removed, so that
+-- verify_audit still spans the gap: it reports those checkpoints purged, not tampered.
+------------------------------------------------------------------------------------------------
+
+-- How long a tenant's audit is kept ('*': every tenant without a row of its own). No row: kept
+-- for ever.
+CREATE TABLE toolgate.audit_retention (
+    tenant_id text PRIMARY KEY,
+    keep      interval NOT NULL CHECK (keep > interval '0'),
+    set_by    text NOT NULL,
+    set_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE TRIGGER audit_retention_administered BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON toolgate.audit_retention
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.require_administrator();
+
+-- One row per purge of a tenant: its checkpoints up to through_seq had their rows removed
+-- (purged_rows of them), signed as a checkpoint is (toolgate.purge_message). Append-only.
+CREATE TABLE toolgate.audit_purges (
+    tenant_id   text NOT NULL,
+    through_seq bigint NOT NULL CHECK (through_seq >= 1),
+    sealed_to   timestamptz NOT NULL,
+    purged_rows bigint NOT NULL CHECK (purged_rows >= 0),
+    purged_at   timestamptz NOT NULL,
+    key_id      integer NOT NULL,
+    signature   bytea NOT NULL,
+    PRIMARY KEY (tenant_id, through_seq)
+);
+CREATE TRIGGER audit_purges_no_update_or_delete BEFORE UPDATE OR DELETE ON toolgate.audit_purges
+    FOR EACH ROW EXECUTE FUNCTION toolgate.audit_is_append_only();
+CREATE TRIGGER audit_purges_no_truncate BEFORE TRUNCATE ON toolgate.audit_purges
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
+
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_retention', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_purges', '');
+
+-- What a purge's signature signs: the tenant, the last checkpoint purged and the hash of its
+-- message (so the record names that very checkpoint), the end of its period, the rows removed,
+-- when, and the key.
+CREATE FUNCTION toolgate.purge_message(p toolgate.audit_purges, last_message bytea) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.convert_to(pg_catalog.jsonb_build_array(
+        'toolgate.purge/1', p.tenant_id, p.through_seq, pg_catalog.encode(pg_catalog.sha256(last_message), 'hex'),
+        EXTRACT(epoch FROM p.sealed_to), p.purged_rows, EXTRACT(epoch FROM p.purged_at), p.key_id)::text, 'UTF8')
+$$;
+
+-- Keep `tenant_id`'s audit (NULL: every tenant without a row of its own) for `keep` (NULL: for
+-- ever). Refused below toolgate.min_retention, the legal minimum the DBA sets. Administrators'.
+CREATE FUNCTION toolgate.set_retention(tenant_id text, keep interval) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    scope text := coalesce(set_retention.tenant_id, '*');
+    minimum interval := pg_catalog.justify_hours(pg_catalog.make_interval(secs => toolgate.min_retention()));
+BEGIN
+    IF scope <> '*' AND NOT EXISTS (SELECT FROM toolgate.tenants t WHERE t.tenant_id = scope) THEN
+        RAISE EXCEPTION 'set_retention: unknown tenant %', scope USING ERRCODE = 'no_data_found';
+    END IF;
+    IF keep IS NULL THEN
+        DELETE FROM toolgate.audit_retention r WHERE r.tenant_id = scope;
+        RETURN;
+    END IF;
+    IF keep <= interval '0' THEN
+        RAISE EXCEPTION 'set_retention: keep must be longer than nothing, not %', keep
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF keep < minimum THEN
+        RAISE EXCEPTION 'set_retention: keep (%) is shorter than toolgate.min_retention (%)', keep, minimum
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'toolgate.min_retention is the legal minimum the DBA set for this server.';
+    END IF;
+    INSERT INTO toolgate.audit_retention AS r (tenant_id, keep, set_by) VALUES (scope, keep, who)
+    ON CONFLICT ON CONSTRAINT audit_retention_pkey
+    DO UPDATE SET keep = excluded.keep, set_by = excluded.set_by, set_at = pg_catalog.now();
+END
+$$;
+
+-- Remove each tenant's audit rows past its retention (one tenant, or every tenant
+-- seal_tenants() names): only whole sealed periods, those whose checkpoint's period ended before
+-- now() - keep (never younger than toolgate.min_retention), the checkpoints kept; then a signed
+-- record of what was removed. Returns, per tenant purged, the last checkpoint purged and the rows
+-- removed. Rows not sealed yet are never removed: seal first. Not on a Citus cluster yet.
+CREATE FUNCTION toolgate.purge(tenant text DEFAULT NULL)
+RETURNS TABLE (tenant_id text, through_checkpoint bigint, purged_rows bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    t text;
+    keep interval;
+    cutoff timestamptz;
+    done bigint;
+    upto toolgate.audit_checkpoints;
+    p toolgate.audit_purges;
+    k toolgate.seal_keys;
+    removed bigint;
+BEGIN
+    IF toolgate.audit_distributed() THEN
+        RAISE EXCEPTION 'toolgate.purge does not run on a Citus cluster yet' USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF purge.tenant IS NOT NULL AND purge.tenant NOT IN (SELECT toolgate.seal_tenants()) THEN
+        RAISE EXCEPTION 'toolgate.purge: unknown tenant %', purge.tenant USING ERRCODE = 'no_data_found';
+    END IF;
+    FOR t IN SELECT s FROM toolgate.seal_tenants() s WHERE purge.tenant IS NULL OR s = purge.tenant LOOP
+        SELECT r.keep INTO keep FROM toolgate.audit_retention r WHERE r.tenant_id IN (t, '*')
+         ORDER BY r.tenant_id = '*' LIMIT 1;
+        CONTINUE WHEN keep IS NULL;
+        keep := greatest(keep, pg_catalog.make_interval(secs => toolgate.min_retention()));
+        cutoff := pg_catalog.now() - keep;
+        -- The tenant's seal waits for this (and this for it): the chain does not move meanwhile.
+        PERFORM toolgate.seal_lock(t);
+        SELECT coalesce(max(x.through_seq), 0) INTO done FROM toolgate.audit_purges x WHERE x.tenant_id = t;
+        upto := NULL;
+        SELECT * INTO upto FROM toolgate.audit_checkpoints c
+         WHERE c.tenant_id = t AND c.seq > done AND c.sealed_to <= cutoff ORDER BY c.seq DESC LIMIT 1;
+        CONTINUE WHEN upto.seq IS NULL;
+        -- The audit is append-only to everyone, its owner included; this function alone removes
+        -- rows, with its triggers off for this statement (the owner, a superuser, may).
+        PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+        DELETE FROM toolgate.audit a WHERE a.tenant_id = t AND a.at < upto.sealed_to;
+        GET DIAGNOSTICS removed = ROW_COUNT;
+        PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
+        k := toolgate.seal_key();
+        p := ROW(t, upto.seq, upto.sealed_to, removed, pg_catalog.clock_timestamp(), k.key_id, ''::bytea);
+        p.signature := toolgate.seal_signature(k.secret, toolgate.purge_message(p, toolgate.checkpoint_message(upto)));
+        INSERT INTO toolgate.audit_purges SELECT (p).*;
+        purge.tenant_id := t;
+        through_checkpoint := upto.seq;
+        purge.purged_rows := removed;
         RETURN NEXT;
     END LOOP;
 END

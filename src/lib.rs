@@ -27,6 +27,11 @@ pub static LOG_CALLS: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(fal
 /// queue's lock at the commit of every outbox call turns it off (the dispatchers then poll).
 pub static OUTBOX_NOTIFY: pgrx::GucSetting<bool> = pgrx::GucSetting::<bool>::new(true);
 
+/// `toolgate.min_retention`: the shortest time, in seconds, the audit may be kept (a legal
+/// minimum): `toolgate.set_retention` refuses a shorter one and `toolgate.purge` never removes a
+/// younger row, whatever a retention row says. 0 (the default): no minimum. Superuser-only.
+pub static MIN_RETENTION: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(0);
+
 /// `toolgate.audience`: the audience every identity token this session presents must name in its
 /// `aud` (an MCP server over HTTP sets its resource URL here, RFC 8707: a token issued for another
 /// resource, or for none, is then refused). Empty (the default): no audience is required beyond
@@ -101,6 +106,16 @@ pub extern "C-unwind" fn _PG_init() {
         c"A token whose exp lies further ahead, or further after its iat, is refused (identity_invalid, confirmation_invalid).",
         &MAX_TOKEN_LIFETIME,
         60,
+        i32::MAX,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::UNIT_S,
+    );
+    pgrx::GucRegistry::define_int_guc(
+        c"toolgate.min_retention",
+        c"The shortest time the audit may be kept: set_retention refuses less, purge removes nothing younger.",
+        c"A legal minimum (say 1825d); 0: none.",
+        &MIN_RETENTION,
+        0,
         i32::MAX,
         pgrx::GucContext::Suset,
         pgrx::GucFlags::UNIT_S,

@@ -65,3 +65,10 @@ fn wait_for_writers(rel: pg_sys::Oid) {
         pg_sys::WaitForLockers(tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false);
     }
 }
+
+/// `toolgate.min_retention` in seconds (calling it loads the library, so the setting is read
+/// checked, whatever set it).
+#[pg_extern(stable, parallel_safe)]
+fn min_retention() -> i32 {
+    crate::MIN_RETENTION.get()
+}
