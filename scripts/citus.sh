@@ -256,7 +256,7 @@ WITH t AS (SELECT unnest(ARRAY[$tenant_list]) AS tenant),
      used AS MATERIALIZED (SELECT q.tenant_id, q.actor, q.conversation_id, q.used FROM toolgate.quota_usage q
                             WHERE q.tenant_id IN (SELECT tenant FROM t) AND q.tool = 'request_purchase_part'),
      audited AS MATERIALIZED (SELECT a.tenant_id, a.actor, a.at, a.tool, a.conversation_id, a.outcome, a.replayed
-                                FROM toolgate.audit a WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call'),
+                                FROM toolgate.audit_log a WHERE a.tenant_id IN (SELECT tenant FROM t) AND a.kind = 'call'),
      bought_calls AS (SELECT tenant_id, actor, conversation_id, count(*) AS n FROM audited
                        WHERE tool = 'request_purchase_part' AND outcome = 'SUCCEEDED' AND NOT replayed GROUP BY 1, 2, 3)
 SELECT concat_ws(' ',

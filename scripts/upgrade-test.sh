@@ -101,6 +101,8 @@ SQL
 # the rows are after the update, and which rows count. MODE exact: the same rows, none added;
 # kept: none lost or changed, the update may add some (a shipped tool becomes a defined one, the
 # new read tool read_order gets its schema and, for each tenant with policy rows, a policy row).
+# The audit names people by pseudonym from 0.3.0 on: its rows are compared as read back through
+# each person's key (upgrade_check.audit, made by checks_after).
 tables=(
     "tenants exact toolgate.tenants"
     "keys exact toolgate.keys"
@@ -114,7 +116,7 @@ tables=(
     "proposals exact toolgate.proposals"
     "conversations exact toolgate.conversations"
     "quota_usage exact toolgate.quota_usage"
-    "audit exact toolgate.audit"
+    "audit exact upgrade_check.audit"
     "tools kept toolgate.tools defined_by IS NOT NULL"
     "tool_bindings kept toolgate.tool_bindings"
     "tool_history kept toolgate.tool_history"
@@ -224,7 +226,24 @@ checks_after() {
     check "extension version" "$new_version" "$(q "$db" -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_toolgate'")"
     check "toolgate.version()" "$new_version, pg_toolgate-$new_version, true" \
         "$(q "$db" -c "SELECT v->>'extension' || ', ' || (v->>'library') || ', ' || (v->>'library_current') FROM toolgate.version() v")"
+    # The audit as 0.1.0 wrote it, read back through each person's key: every row the same.
+    q "$db" <<'SQL'
+CREATE SCHEMA upgrade_check;
+CREATE VIEW upgrade_check.audit AS
+SELECT (pg_catalog.jsonb_populate_record(a, pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+            'actor', k.person,
+            'detail', CASE WHEN d.person IS NOT NULL
+                           THEN pg_catalog.jsonb_set(a.detail, '{asked_by}', pg_catalog.to_jsonb(d.person)) END)))).*
+  FROM toolgate.audit a
+  LEFT JOIN toolgate.person_keys k ON k.tenant_id = a.tenant_id AND k.pseudonym = a.actor
+  LEFT JOIN toolgate.person_keys d ON d.tenant_id = a.tenant_id AND d.pseudonym = a.detail->>'asked_by';
+SQL
     compare "$work/rows-$v-$db" "$db"
+    q "$db" -c "DROP SCHEMA upgrade_check CASCADE"
+    check "audit rows naming a person in clear after the update" "0" \
+        "$(q "$db" -c "SELECT count(*) FROM toolgate.audit a
+                        WHERE (a.actor IS NOT NULL AND a.kind <> 'dispatch' AND a.actor !~ '^p:')
+                           OR (a.detail->>'asked_by' IS NOT NULL AND a.detail->>'asked_by' !~ '^p:')")"
 
     check "role maintenance_owner (can log in?)" "false" \
         "$(q "$db" -c "SELECT coalesce((SELECT rolcanlogin::text FROM pg_catalog.pg_roles WHERE rolname = 'maintenance_owner'), 'no such role')")"

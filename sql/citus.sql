@@ -3,8 +3,8 @@
 -- toolgate.distribute(), run once on the coordinator after CREATE EXTENSION pg_toolgate (Citus
 -- creates the extension on every worker too), turns the extension's tables into Citus's layout:
 --   * the tables a call writes (ledger, proposals, conversations, quota_usage, limit_usage, audit,
---     outbox), and the audit's checkpoints, distributed by tenant_id and co-located, so one
---     tenant's rows are on one node;
+--     outbox, person_keys), the audit's checkpoints and erasures, distributed by tenant_id and
+--     co-located, so one tenant's rows are on one node;
 --   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, limits,
 --     switches, their history, the audit key, the seal keys, administrators, ERP endpoints) as
 --     reference tables,
@@ -55,7 +55,8 @@ DECLARE
                                        'administrators', 'erp_endpoint_history', 'limits', 'limit_history',
                                        'seal_keys', 'audit_retention'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
-                                           'limit_usage', 'audit_checkpoints', 'audit_purges'];
+                                           'limit_usage', 'audit_checkpoints', 'audit_purges', 'person_keys',
+                                           'erasures'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',

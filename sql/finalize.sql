@@ -99,6 +99,9 @@ GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgat
 GRANT EXECUTE ON FUNCTION toolgate.set_retention(text, interval) TO toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.purge(text) TO toolgate_operator, toolgate_admin;
 GRANT SELECT ON toolgate.audit_retention, toolgate.audit_purges TO toolgate_auditor, toolgate_admin, toolgate_operator;
+-- Erasure of a person: an administrator's; auditors see what was erased, never the keys.
+GRANT EXECUTE ON FUNCTION toolgate.erase_actor(text, text) TO toolgate_admin;
+GRANT SELECT ON toolgate.erasures TO toolgate_auditor, toolgate_admin;
 GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox

@@ -572,18 +572,26 @@ $$;
 COMMENT ON FUNCTION toolgate.outbox_due_tenants(integer, text[]) IS
     'The dispatcher''s on Citus: the tenants with intents due now, longest-waiting first, and how many each.';
 
--- Whether the outbox is a Citus table (toolgate.distribute() ran): claims are then per tenant.
-CREATE FUNCTION toolgate.outbox_distributed() RETURNS boolean
+-- Whether `rel` is a Citus table (toolgate.distribute() ran): false without Citus.
+CREATE FUNCTION toolgate.distributed(rel regclass) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     distributed boolean := false;
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.outbox''::regclass)'
-           INTO distributed;
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)' INTO distributed USING rel;
     END IF;
     RETURN distributed;
+END
+$$;
+
+-- Whether the outbox is a Citus table (toolgate.distribute() ran): claims are then per tenant.
+CREATE FUNCTION toolgate.outbox_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN toolgate.distributed('toolgate.outbox');
 END
 $$;
 COMMENT ON FUNCTION toolgate.outbox_distributed() IS
@@ -631,13 +639,15 @@ BEGIN
          WHERE (tenant IS NULL OR o.tenant_id = tenant)
            AND (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
         RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
-                  due.in_doubt AS sent_before, o.claim, o.target, o.proposal_id, o.actor
+                  due.in_doubt AS sent_before, o.claim, o.target, o.proposal_id, o.actor, o.args
     ), started AS (
         INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail,
                                     duration_us)
-        SELECT 'dispatch', c.tenant_id, session_user, c.tool, c.target, c.proposal_id, 'PENDING', 0,
+        SELECT 'dispatch', c.tenant_id, session_user, c.tool, toolgate.audited_target(c.tenant_id, c.tool, c.args, c.target),
+               c.proposal_id, 'PENDING', 0,
                pg_catalog.jsonb_build_object('phase', 'start', 'attempt', c.attempts, 'endpoint', c.endpoint,
-                                             'state', c.state, 'sent_before', c.sent_before, 'asked_by', c.actor),
+                                             'state', c.state, 'sent_before', c.sent_before,
+                                             'asked_by', toolgate.pseudonym(c.tenant_id, c.actor)),
                0
           FROM claimed c
     )
@@ -715,9 +725,10 @@ BEGIN
      WHERE k IN ('reason', 'status', 'wait_s', 'polls', 'ended')
        AND pg_catalog.jsonb_typeof(v) IN ('string', 'number');
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
-    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, 'PENDING', 0,
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, 'PENDING', 0,
             pg_catalog.jsonb_build_object('phase', phase, 'attempt', intent.attempts, 'endpoint', intent.endpoint,
-                                          'asked_by', intent.actor) || coalesce(said, '{}'),
+                                          'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor)) || coalesce(said, '{}'),
             0);
     RETURN true;
 END
@@ -941,12 +952,13 @@ BEGIN
     -- later): toolgate.effects lists it, under the actor who asked for it.
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, rule, effects, detail,
                                 duration_us)
-    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, word,
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, word,
             CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END,
             CASE WHEN outcome = 'SUCCEEDED' AND intent.state <> 'PARTIAL' THEN 1 ELSE 0 END,
             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
                 'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
-                'asked_by', intent.actor, 'value', intent.value,
+                'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor), 'value', intent.value,
                 'finish', CASE WHEN new_state = 'PARTIAL' THEN finished->'error' END,
                 'refused_lines', pg_catalog.jsonb_array_length(lines)) || coalesce(resolution, '{}')),
             0);
@@ -1026,10 +1038,12 @@ BEGIN
            next_attempt_at = at
      WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
-    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, 'UNCERTAIN', 0,
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, 'UNCERTAIN', 0,
             pg_catalog.jsonb_build_object('endpoint', intent.endpoint, 'attempts', intent.attempts,
                                           'state', 'UNCERTAIN', 'requeued_by', who, 'note', note,
-                                          'was', intent.state, 'asked_by', intent.actor),
+                                          'was', intent.state,
+                                          'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor)),
             0);
     RETURN pg_catalog.jsonb_build_object('tenant', intent.tenant_id, 'tool', intent.tool, 'key', intent.idempotency_key,
                                          'was', intent.state, 'state', 'UNCERTAIN');

@@ -331,7 +331,8 @@ DECLARE
                                        'administrators', 'erp_endpoint_history', 'limits', 'limit_history',
                                        'seal_keys', 'audit_retention'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
-                                           'limit_usage', 'audit_checkpoints', 'audit_purges'];
+                                           'limit_usage', 'audit_checkpoints', 'audit_purges', 'person_keys',
+                                           'erasures'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',
@@ -569,12 +570,13 @@ BEGIN
     -- later): toolgate.effects lists it, under the actor who asked for it.
     INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, rule, effects, detail,
                                 duration_us)
-    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool, intent.target, intent.proposal_id, word,
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, word,
             CASE WHEN outcome = 'REJECTED' THEN 'erp_rejected' END,
             CASE WHEN outcome = 'SUCCEEDED' AND intent.state <> 'PARTIAL' THEN 1 ELSE 0 END,
             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
                 'endpoint', intent.endpoint, 'attempts', intent.attempts, 'state', new_state, 'error', error,
-                'asked_by', intent.actor, 'value', intent.value,
+                'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor), 'value', intent.value,
                 'finish', CASE WHEN new_state = 'PARTIAL' THEN finished->'error' END,
                 'refused_lines', pg_catalog.jsonb_array_length(lines)) || coalesce(resolution, '{}')),
             0);
@@ -845,7 +847,7 @@ DECLARE
     k toolgate.seal_keys;
 BEGIN
     PERFORM toolgate.seal_refuse_unfit(batch);
-    IF toolgate.audit_distributed() THEN
+    IF toolgate.distributed('toolgate.audit') THEN
         RAISE EXCEPTION 'toolgate.seal seals one server''s audit; on a Citus cluster each tenant''s is sealed on its worker'
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'SELECT * FROM toolgate.tenant_seal(tenant) for each tenant of toolgate.seal_tenants(), each as a '
@@ -884,6 +886,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgat
 AS $$
 #variable_conflict use_column
 DECLARE
+    -- On Citus (toolgate.distribute() ran) each tenant is sealed on its worker.
+    spread constant boolean := toolgate.distributed('toolgate.audit');
     horizon timestamptz;
     shard text;
 BEGIN
@@ -901,9 +905,9 @@ BEGIN
     END IF;
     PERFORM toolgate.seal_lock(tenant);
     horizon := pg_catalog.clock_timestamp()
-               - coalesce(margin, CASE WHEN toolgate.audit_distributed() THEN interval '1 minute' ELSE interval '0' END);
+               - coalesce(margin, CASE WHEN spread THEN interval '1 minute' ELSE interval '0' END);
     PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
-    IF toolgate.audit_distributed() THEN
+    IF spread THEN
         EXECUTE 'SELECT pg_catalog.shard_name(''toolgate.audit''::pg_catalog.regclass,
                                               pg_catalog.get_shard_id_for_distribution_column(''toolgate.audit'', $1))'
            INTO shard USING tenant;
@@ -913,19 +917,26 @@ BEGIN
 END
 $$;
 
--- Whether the audit is a Citus table (toolgate.distribute() ran): each tenant is then sealed on
--- its worker.
-CREATE FUNCTION toolgate.audit_distributed() RETURNS boolean
+-- Whether `rel` is a Citus table (toolgate.distribute() ran): false without Citus.
+CREATE FUNCTION toolgate.distributed(rel regclass) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     distributed boolean := false;
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.audit''::regclass)'
-           INTO distributed;
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)' INTO distributed USING rel;
     END IF;
     RETURN distributed;
+END
+$$;
+
+-- Whether the outbox is a Citus table (toolgate.distribute() ran): claims are then per tenant.
+CREATE OR REPLACE FUNCTION toolgate.outbox_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN toolgate.distributed('toolgate.outbox');
 END
 $$;
 
@@ -1277,7 +1288,7 @@ DECLARE
     k toolgate.seal_keys;
     removed bigint;
 BEGIN
-    IF toolgate.audit_distributed() THEN
+    IF toolgate.distributed('toolgate.audit') THEN
         RAISE EXCEPTION 'toolgate.purge does not run on a Citus cluster yet' USING ERRCODE = 'feature_not_supported';
     END IF;
     IF purge.tenant IS NOT NULL AND purge.tenant NOT IN (SELECT toolgate.seal_tenants()) THEN
@@ -1323,7 +1334,7 @@ REVOKE ALL ON FUNCTION toolgate.seal_new_seed(), toolgate.seal_public_key(bytea)
                                            text, boolean, integer, jsonb, text, integer, integer, bigint),
                        toolgate.export_audit(text, bigint, integer), toolgate.seal_refuse_unfit(integer),
                        toolgate.seal_tenants(), toolgate.seal_tenant(text, integer, timestamptz, toolgate.seal_keys),
-                       toolgate.seal_key(), toolgate.tenant_seal(text, integer, interval), toolgate.audit_distributed(),
+                       toolgate.seal_key(), toolgate.tenant_seal(text, integer, interval), toolgate.distributed(regclass),
                        toolgate.min_retention(), toolgate.purge_message(toolgate.audit_purges, bytea),
                        toolgate.set_retention(text, interval), toolgate.purge(text),
                        toolgate.checkpoint_message(toolgate.audit_checkpoints), toolgate.seal(text, integer),
@@ -1421,3 +1432,280 @@ REVOKE ALL ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_re
 GRANT SELECT ON toolgate.metric_tenants, toolgate.metric_calls, toolgate.metric_refusals, toolgate.metric_proposals,
                 toolgate.metric_outbox, toolgate.metric_seal, toolgate.metric_audit_findings
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
+
+------------------------------------------------------------------------------------------------
+-- 4. Erasure of a person (docs/audit.md#erasure-of-a-person): the audit names each person by
+--    a pseudonym under a key of their own, the keys in person_keys, erase_actor destroying one;
+--    the outbox's audit rows name who asked by pseudonym, and a personal target (a value a
+--    tool's schema marks "x-personal") by its pseudonym; audit_log and effects read the person
+--    back. The audit's existing rows are given their pseudonyms here: no row of 0.2.0 is sealed
+--    (the seal is new in 0.3.0), so none of them is in a checkpoint yet.
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION toolgate.pseudonym(tenant text, person text) RETURNS text
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'pseudonym_wrapper';
+CREATE FUNCTION toolgate.audited_target(tenant text, tool text, args jsonb, target text) RETURNS text
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c
+AS 'pg_toolgate-@CARGO_VERSION@', 'audited_target_wrapper';
+
+-- One row per person a tenant's audit names (an actor, or a personal value of a call's
+-- arguments): their key and the pseudonym it gives. Written by the gate the first time the audit
+-- names them; removed by erase_actor only.
+CREATE TABLE toolgate.person_keys (
+    tenant_id  text NOT NULL,
+    person     text NOT NULL,
+    key        bytea NOT NULL CHECK (pg_catalog.octet_length(key) = 32),
+    pseudonym  text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (tenant_id, person),
+    UNIQUE (tenant_id, pseudonym)
+);
+
+-- One row per erasure: which pseudonym names nobody any more, since when, and who erased it.
+-- Append-only, as the audit.
+CREATE TABLE toolgate.erasures (
+    tenant_id text NOT NULL,
+    pseudonym text NOT NULL,
+    erased_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    erased_by text NOT NULL,
+    PRIMARY KEY (tenant_id, pseudonym)
+);
+CREATE TRIGGER erasures_no_update_or_delete BEFORE UPDATE OR DELETE ON toolgate.erasures
+    FOR EACH ROW EXECUTE FUNCTION toolgate.audit_is_append_only();
+CREATE TRIGGER erasures_no_truncate BEFORE TRUNCATE ON toolgate.erasures
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
+
+-- pg_dump keeps the audit, so it keeps who its pseudonyms are, and what was erased.
+SELECT pg_catalog.pg_extension_config_dump('toolgate.person_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.erasures', '');
+
+-- Erase `actor` of `tenant_id` (a token's subject, or a value a tool's schema marks personal):
+-- their key is destroyed, so the audit's rows of them (their calls, confirmations and reads, the
+-- deliveries of what they asked for, the calls whose target they are) keep a pseudonym that
+-- names nobody; the gate's own state (the ledger's keys, proposals, conversations, quota and
+-- limit counters, the outbox's intents) names them by that pseudonym from now on. An actor the
+-- tenant's audit never named (or already erased) is left as it is: erased is false, with a
+-- NOTICE saying so. The ERP's tables are the DBA's to erase. An administrator's.
+CREATE FUNCTION toolgate.erase_actor(tenant_id text, actor text)
+RETURNS TABLE (erased boolean, pseudonym text, audit_rows bigint, gate_rows bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    who text := toolgate.caller();
+    t constant text := erase_actor.tenant_id;
+    someone constant text := erase_actor.actor;
+    gone text;
+    n bigint;
+    total bigint := 0;
+BEGIN
+    IF NOT toolgate.administers(who) THEN
+        RAISE EXCEPTION 'pg_toolgate: % does not administer the gate in database %', who, pg_catalog.current_database()
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'toolgate.administrators lists the roles whose members administer this database.';
+    END IF;
+    IF t IS NULL OR someone IS NULL THEN
+        RAISE EXCEPTION 'erase_actor: tenant_id and actor are both needed' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT FROM toolgate.tenants x WHERE x.tenant_id = t) THEN
+        RAISE EXCEPTION 'erase_actor: unknown tenant %', t USING ERRCODE = 'no_data_found';
+    END IF;
+    DELETE FROM toolgate.person_keys k WHERE k.tenant_id = t AND k.person = someone RETURNING k.pseudonym INTO gone;
+    IF gone IS NULL THEN
+        RAISE NOTICE 'erase_actor: the audit of tenant % names no such actor (never named, or erased already): nothing erased', t;
+        erased := false;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO toolgate.erasures (tenant_id, pseudonym, erased_by) VALUES (t, gone, who);
+    UPDATE toolgate.ledger l SET actor = gone WHERE l.tenant_id = t AND l.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.proposals p SET actor = gone WHERE p.tenant_id = t AND p.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.conversations c SET actor = gone WHERE c.tenant_id = t AND c.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.quota_usage q SET actor = gone WHERE q.tenant_id = t AND q.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.limit_usage u SET subject = gone WHERE u.tenant_id = t AND u.subject = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.outbox o SET actor = gone WHERE o.tenant_id = t AND o.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    erased := true;
+    pseudonym := gone;
+    SELECT count(*) INTO audit_rows FROM toolgate.audit a
+     WHERE a.tenant_id = t AND (a.actor = gone OR a.target = gone OR (a.kind = 'dispatch' AND a.detail->>'asked_by' = gone));
+    gate_rows := total;
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION toolgate.outbox_claim(tenant text, batch integer, lease interval, skip text[])
+RETURNS TABLE (tenant_id text, tool text, idempotency_key text, endpoint text, base_url text, auth_kind text,
+               per_second integer, per_minute integer, request jsonb, attempts integer, sent_before boolean,
+               state text, claim uuid, answers jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    at constant timestamptz := pg_catalog.clock_timestamp();
+    seed constant text := pg_catalog.gen_random_uuid()::text;
+BEGIN
+    IF batch IS NULL OR batch < 1 OR batch > 1000 THEN
+        RAISE EXCEPTION 'batch is between 1 and 1000, not %', coalesce(batch::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF lease IS NULL OR lease < interval '1 second' THEN
+        RAISE EXCEPTION 'lease is at least a second' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+        SELECT o.tenant_id, o.tool, o.idempotency_key, o.in_doubt
+          FROM toolgate.outbox o
+         WHERE (tenant IS NULL OR o.tenant_id = tenant)
+           AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL') AND o.next_attempt_at <= at
+           AND o.endpoint <> ALL (coalesce(skip, '{}'))
+           AND NOT EXISTS (SELECT 1 FROM toolgate.write_switches w
+                            WHERE NOT w.enabled AND w.scope IN ('*', o.tool))
+         ORDER BY o.next_attempt_at, o.created_at
+         LIMIT batch
+           FOR UPDATE OF o SKIP LOCKED
+    ), claimed AS (
+        UPDATE toolgate.outbox o
+           SET attempts = o.attempts + 1, claimed_at = at, next_attempt_at = at + lease,
+               in_doubt = o.state <> 'PARTIAL',
+               claim = pg_catalog.md5(seed || '/' || o.tool || '/' || o.idempotency_key)::uuid
+          FROM due
+         WHERE (tenant IS NULL OR o.tenant_id = tenant)
+           AND (o.tenant_id, o.tool, o.idempotency_key) = (due.tenant_id, due.tool, due.idempotency_key)
+        RETURNING o.tenant_id, o.tool, o.idempotency_key, o.endpoint, o.request, o.attempts, o.state,
+                  due.in_doubt AS sent_before, o.claim, o.target, o.proposal_id, o.actor, o.args
+    ), started AS (
+        INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail,
+                                    duration_us)
+        SELECT 'dispatch', c.tenant_id, session_user, c.tool, toolgate.audited_target(c.tenant_id, c.tool, c.args, c.target),
+               c.proposal_id, 'PENDING', 0,
+               pg_catalog.jsonb_build_object('phase', 'start', 'attempt', c.attempts, 'endpoint', c.endpoint,
+                                             'state', c.state, 'sent_before', c.sent_before,
+                                             'asked_by', toolgate.pseudonym(c.tenant_id, c.actor)),
+               0
+          FROM claimed c
+    )
+    SELECT c.tenant_id, c.tool, c.idempotency_key, c.endpoint, e.base_url, e.auth_kind, e.per_second, e.per_minute,
+           c.request, c.attempts, c.sent_before, c.state, c.claim,
+           toolgate.erp_answers_contract() || coalesce(e.answers, '{}')
+      FROM claimed c JOIN toolgate.erp_endpoints e ON e.name = c.endpoint
+     ORDER BY c.tenant_id, c.tool, c.idempotency_key;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION toolgate.note_outbox(tenant text, tool text, key text, claim uuid, phase text,
+                                     detail jsonb DEFAULT '{}')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    said jsonb;
+BEGIN
+    IF phase IS NULL OR phase NOT IN ('resend', 'ask', 'poll') THEN
+        RAISE EXCEPTION 'phase is resend, ask or poll, not %', coalesce(phase, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF detail IS NOT NULL AND pg_catalog.jsonb_typeof(detail) <> 'object' THEN
+        RAISE EXCEPTION 'detail is a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO intent FROM toolgate.outbox o
+     WHERE o.tenant_id = tenant AND o.tool = note_outbox.tool AND o.idempotency_key = key
+       AND o.claim = note_outbox.claim AND o.state IN ('PENDING', 'UNCERTAIN', 'PARTIAL');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Only the words the dispatcher has, each short: never a body, a header or a token.
+    SELECT pg_catalog.jsonb_object_agg(k, CASE WHEN pg_catalog.jsonb_typeof(v) = 'string'
+                                               THEN pg_catalog.to_jsonb(pg_catalog.left(v #>> '{}', 100)) ELSE v END)
+      INTO said
+      FROM pg_catalog.jsonb_each(coalesce(detail, '{}')) AS d(k, v)
+     WHERE k IN ('reason', 'status', 'wait_s', 'polls', 'ended')
+       AND pg_catalog.jsonb_typeof(v) IN ('string', 'number');
+    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, 'PENDING', 0,
+            pg_catalog.jsonb_build_object('phase', phase, 'attempt', intent.attempts, 'endpoint', intent.endpoint,
+                                          'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor)) || coalesce(said, '{}'),
+            0);
+    RETURN true;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION toolgate.requeue_outbox(tenant text, tool text, key text, note text)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    intent toolgate.outbox;
+    who text := toolgate.caller();
+    at constant timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM toolgate.outbox_person_checks(who, note);
+    intent := toolgate.outbox_for_a_person(tenant, tool, key);
+    UPDATE toolgate.outbox o
+       SET state = 'UNCERTAIN', attempts = 0, in_doubt = true, claim = NULL, settled_at = NULL,
+           next_attempt_at = at
+     WHERE o.tenant_id = intent.tenant_id AND o.tool = intent.tool AND o.idempotency_key = intent.idempotency_key;
+    INSERT INTO toolgate.audit (kind, tenant_id, actor, tool, target, proposal_id, outcome, effects, detail, duration_us)
+    VALUES ('dispatch', intent.tenant_id, session_user, intent.tool,
+            toolgate.audited_target(intent.tenant_id, intent.tool, intent.args, intent.target), intent.proposal_id, 'UNCERTAIN', 0,
+            pg_catalog.jsonb_build_object('endpoint', intent.endpoint, 'attempts', intent.attempts,
+                                          'state', 'UNCERTAIN', 'requeued_by', who, 'note', note,
+                                          'was', intent.state,
+                                          'asked_by', toolgate.pseudonym(intent.tenant_id, intent.actor)),
+            0);
+    RETURN pg_catalog.jsonb_build_object('tenant', intent.tenant_id, 'tool', intent.tool, 'key', intent.idempotency_key,
+                                         'was', intent.state, 'state', 'UNCERTAIN');
+END
+$$;
+
+CREATE OR REPLACE VIEW toolgate.audit_log AS
+SELECT a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, coalesce(k.person, a.actor) AS actor, a.role, a.tool,
+       coalesce(t.person, a.target) AS target, a.proposal_id, a.outcome, a.rule, a.replayed, a.detail, a.args_hmac,
+       a.schema_version, a.policy_version, a.duration_us
+  FROM toolgate.audit a
+  LEFT JOIN toolgate.person_keys k ON k.tenant_id = a.tenant_id AND k.pseudonym = a.actor
+  LEFT JOIN toolgate.person_keys t ON t.tenant_id = a.tenant_id AND t.pseudonym = a.target;
+
+CREATE OR REPLACE VIEW toolgate.effects AS
+SELECT a.tenant_id, a.tool, coalesce(t.person, a.target) AS target, coalesce(k.person, a.by) AS actor, a.proposal_id,
+       a.value, a.at
+  FROM (SELECT x.tenant_id, x.tool, x.target, CASE WHEN x.kind = 'dispatch' THEN x.detail->>'asked_by' ELSE x.actor END AS by,
+               x.proposal_id, (x.detail->'value'->>'amount')::numeric AS value, x.at
+          FROM toolgate.audit x
+         WHERE (x.outcome = 'SUCCEEDED' AND NOT x.replayed AND x.kind IN ('call', 'confirm'))
+            OR (x.kind = 'dispatch' AND x.effects > 0)) a
+  LEFT JOIN toolgate.person_keys k ON k.tenant_id = a.tenant_id AND k.pseudonym = a.by
+  LEFT JOIN toolgate.person_keys t ON t.tenant_id = a.tenant_id AND t.pseudonym = a.target;
+
+-- The rows written before: each person's subject becomes their pseudonym (the append-only
+-- trigger set aside for these two statements). On a Citus cluster (toolgate.distribute() ran)
+-- they are left as they are: see docs/upgrades.md.
+DO $erasure$
+BEGIN
+    IF toolgate.distributed('toolgate.audit') THEN
+        RAISE NOTICE 'pg_toolgate update: the audit is distributed; its rows of 0.2.0 keep their actors';
+        RETURN;
+    END IF;
+    ALTER TABLE toolgate.audit DISABLE TRIGGER audit_no_update_or_delete;
+    UPDATE toolgate.audit a SET actor = toolgate.pseudonym(a.tenant_id, a.actor)
+     WHERE a.actor IS NOT NULL AND a.kind <> 'dispatch' AND a.tenant_id <> '(unverified)';
+    UPDATE toolgate.audit a
+       SET detail = pg_catalog.jsonb_set(a.detail, '{asked_by}',
+                                         pg_catalog.to_jsonb(toolgate.pseudonym(a.tenant_id, a.detail->>'asked_by')))
+     WHERE a.kind = 'dispatch' AND a.detail->>'asked_by' IS NOT NULL;
+    ALTER TABLE toolgate.audit ENABLE TRIGGER audit_no_update_or_delete;
+END
+$erasure$;
+
+REVOKE ALL ON FUNCTION toolgate.pseudonym(text, text), toolgate.audited_target(text, text, jsonb, text),
+                       toolgate.erase_actor(text, text) FROM PUBLIC;
+REVOKE ALL ON toolgate.person_keys, toolgate.erasures FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION toolgate.erase_actor(text, text) TO toolgate_admin;
+GRANT SELECT ON toolgate.erasures TO toolgate_auditor, toolgate_admin;

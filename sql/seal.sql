@@ -216,7 +216,7 @@ DECLARE
     k toolgate.seal_keys;
 BEGIN
     PERFORM toolgate.seal_refuse_unfit(batch);
-    IF toolgate.audit_distributed() THEN
+    IF toolgate.distributed('toolgate.audit') THEN
         RAISE EXCEPTION 'toolgate.seal seals one server''s audit; on a Citus cluster each tenant''s is sealed on its worker'
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'SELECT * FROM toolgate.tenant_seal(tenant) for each tenant of toolgate.seal_tenants(), each as a '
@@ -255,6 +255,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgat
 AS $$
 #variable_conflict use_column
 DECLARE
+    -- On Citus (toolgate.distribute() ran) each tenant is sealed on its worker.
+    spread constant boolean := toolgate.distributed('toolgate.audit');
     horizon timestamptz;
     shard text;
 BEGIN
@@ -272,31 +274,15 @@ BEGIN
     END IF;
     PERFORM toolgate.seal_lock(tenant);
     horizon := pg_catalog.clock_timestamp()
-               - coalesce(margin, CASE WHEN toolgate.audit_distributed() THEN interval '1 minute' ELSE interval '0' END);
+               - coalesce(margin, CASE WHEN spread THEN interval '1 minute' ELSE interval '0' END);
     PERFORM toolgate.wait_for_writers('toolgate.audit'::regclass);
-    IF toolgate.audit_distributed() THEN
+    IF spread THEN
         EXECUTE 'SELECT pg_catalog.shard_name(''toolgate.audit''::pg_catalog.regclass,
                                               pg_catalog.get_shard_id_for_distribution_column(''toolgate.audit'', $1))'
            INTO shard USING tenant;
         PERFORM toolgate.wait_for_writers(shard::regclass);
     END IF;
     RETURN QUERY SELECT * FROM toolgate.seal_tenant(tenant, batch, horizon, toolgate.seal_key());
-END
-$$;
-
--- Whether the audit is a Citus table (toolgate.distribute() ran): each tenant is then sealed on
--- its worker.
-CREATE FUNCTION toolgate.audit_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    distributed boolean := false;
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''toolgate.audit''::regclass)'
-           INTO distributed;
-    END IF;
-    RETURN distributed;
 END
 $$;
 
@@ -648,7 +634,7 @@ DECLARE
     k toolgate.seal_keys;
     removed bigint;
 BEGIN
-    IF toolgate.audit_distributed() THEN
+    IF toolgate.distributed('toolgate.audit') THEN
         RAISE EXCEPTION 'toolgate.purge does not run on a Citus cluster yet' USING ERRCODE = 'feature_not_supported';
     END IF;
     IF purge.tenant IS NOT NULL AND purge.tenant NOT IN (SELECT toolgate.seal_tenants()) THEN

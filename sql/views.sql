@@ -1,23 +1,33 @@
 -- pg_toolgate: what auditors and operators read. Views run with the owner's rights, so
 -- toolgate_auditor reads these and nothing underneath them.
 
--- One row per call, confirmation and read. No token and no raw argument is ever stored.
+-- One row per call, confirmation and read. No token and no raw argument is ever stored. The
+-- audit keeps each person's pseudonym (docs/audit.md#erasure-of-a-person): `actor` (and a
+-- `target` a tool's schema marks personal) is the person while their key exists, and the
+-- pseudonym once they were erased (`actor` of a delivery: the dispatcher's role).
 CREATE VIEW toolgate.audit_log AS
-SELECT audit_id, at, kind, tenant_id, conversation_id, actor, role, tool, target, proposal_id,
-       outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, duration_us
-  FROM toolgate.audit;
+SELECT a.audit_id, a.at, a.kind, a.tenant_id, a.conversation_id, coalesce(k.person, a.actor) AS actor, a.role, a.tool,
+       coalesce(t.person, a.target) AS target, a.proposal_id, a.outcome, a.rule, a.replayed, a.detail, a.args_hmac,
+       a.schema_version, a.policy_version, a.duration_us
+  FROM toolgate.audit a
+  LEFT JOIN toolgate.person_keys k ON k.tenant_id = a.tenant_id AND k.pseudonym = a.actor
+  LEFT JOIN toolgate.person_keys t ON t.tenant_id = a.tenant_id AND t.pseudonym = a.target;
 
 -- The ERP changes the gate made, per tenant: the ERP's rows are the DBA's, so the gate's record
 -- of each change is the audit row of the call or confirmation that made it (the first, never a
 -- replay), with its target and the value the value function gave. An outbox tool's PENDING is
 -- not one (the ERP has done nothing yet when the intent is queued): its effect is the dispatch
--- settlement that learned the ERP did it, under the actor who asked for it.
+-- settlement that learned the ERP did it, under the actor who asked for it (named as in audit_log).
 CREATE VIEW toolgate.effects AS
-SELECT a.tenant_id, a.tool, a.target, CASE WHEN a.kind = 'dispatch' THEN a.detail->>'asked_by' ELSE a.actor END AS actor,
-       a.proposal_id, (a.detail->'value'->>'amount')::numeric AS value, a.at
-  FROM toolgate.audit a
- WHERE (a.outcome = 'SUCCEEDED' AND NOT a.replayed AND a.kind IN ('call', 'confirm'))
-    OR (a.kind = 'dispatch' AND a.effects > 0);
+SELECT a.tenant_id, a.tool, coalesce(t.person, a.target) AS target, coalesce(k.person, a.by) AS actor, a.proposal_id,
+       a.value, a.at
+  FROM (SELECT x.tenant_id, x.tool, x.target, CASE WHEN x.kind = 'dispatch' THEN x.detail->>'asked_by' ELSE x.actor END AS by,
+               x.proposal_id, (x.detail->'value'->>'amount')::numeric AS value, x.at
+          FROM toolgate.audit x
+         WHERE (x.outcome = 'SUCCEEDED' AND NOT x.replayed AND x.kind IN ('call', 'confirm'))
+            OR (x.kind = 'dispatch' AND x.effects > 0)) a
+  LEFT JOIN toolgate.person_keys k ON k.tenant_id = a.tenant_id AND k.pseudonym = a.by
+  LEFT JOIN toolgate.person_keys t ON t.tenant_id = a.tenant_id AND t.pseudonym = a.target;
 
 -- Seed 000's counters per tenant, plus the effects the gate made, the outbox's intents not
 -- yet delivered (pending) and those given up after the dispatcher's attempts (dead_letters). Calls whose identity failed have no verified tenant and are counted under tenant_id NULL.

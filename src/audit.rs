@@ -1,5 +1,6 @@
 //! The audit row every call, confirmation and read leaves behind, and the LOG line every denial
-//! writes. Neither ever holds a token or a raw argument: arguments appear only as `args_hmac`.
+//! writes. Neither ever holds a token or a raw argument: arguments appear only as `args_hmac`,
+//! and the actor only as their pseudonym.
 
 use pgrx::prelude::*;
 use serde_json::{json, Map, Value};
@@ -89,6 +90,9 @@ pub struct Audit {
     args_hmac: Option<String>,
     schema_version: Option<i32>,
     policy_version: Option<i32>,
+    /// The arguments' personal values (`"x-personal"`): the target is named by its pseudonym
+    /// when it is one of them.
+    personal: Vec<String>,
     detail: Map<String, Value>,
     pub steps: Vec<Verdict>,
     started: Instant,
@@ -108,6 +112,7 @@ impl Audit {
             args_hmac: None,
             schema_version: None,
             policy_version: None,
+            personal: Vec::new(),
             detail: Map::new(),
             // One verdict a step (`StepName`): room for all of them at once.
             steps: Vec::with_capacity(8),
@@ -165,6 +170,19 @@ impl Audit {
     pub fn policy_version(&mut self, v: i32) {
         self.policy_version = Some(v);
     }
+    /// The pseudonym of a personal value in the caller's tenant (a mark before the tenant is
+    /// known: no key is made for a call whose identity failed).
+    pub fn pseudonym(&self, value: &str) -> String {
+        match &self.tenant {
+            Some(tenant) => crate::erasure::pseudonym_of(tenant, value),
+            None => "(personal)".to_string(),
+        }
+    }
+    /// The arguments' personal values, which the audit names by pseudonym wherever it would
+    /// name them (the target).
+    pub fn personal(&mut self, values: Vec<String>) {
+        self.personal = values;
+    }
 
     /// The reply a denial gets; its detail joins the audit row.
     pub fn denied(&mut self, deny: Deny) -> Reply {
@@ -199,6 +217,20 @@ impl Audit {
             None => crate::jsonb::map_arg(&self.detail),
         };
         let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        // The audit, and the LOG line, name the actor by their pseudonym
+        // (docs/audit.md#erasure-of-a-person).
+        let actor = match (&self.tenant, &self.actor) {
+            (Some(tenant), Some(actor)) => Some(crate::erasure::pseudonym_of(tenant, actor)),
+            _ => None,
+        };
+        let personal_target;
+        let target = match &self.target {
+            Some(t) if self.personal.contains(t) => {
+                personal_target = self.pseudonym(t);
+                Some(personal_target.as_str())
+            }
+            t => t.as_deref(),
+        };
         spi::run(
             "INSERT INTO toolgate.audit (kind, tenant_id, conversation_id, actor, role, tool, target, \
              proposal_id, outcome, rule, replayed, detail, args_hmac, schema_version, policy_version, \
@@ -208,10 +240,10 @@ impl Audit {
                 self.kind.into(),
                 self.tenant.as_deref().unwrap_or(UNVERIFIED_TENANT).into(),
                 self.conversation.as_deref().into(),
-                self.actor.as_deref().into(),
+                actor.as_deref().into(),
                 self.role.as_deref().into(),
                 self.tool.as_str().into(),
-                self.target.as_deref().into(),
+                target.into(),
                 self.proposal_id.as_deref().into(),
                 reply.outcome.as_str().into(),
                 rule.into(),
@@ -230,9 +262,9 @@ impl Audit {
                 "kind": self.kind,
                 "tenant": self.tenant,
                 "conversation": self.conversation,
-                "actor": self.actor,
+                "actor": actor,
                 "tool": self.tool,
-                "target": self.target,
+                "target": target,
                 "outcome": reply.outcome.as_str(),
                 "rule": rule,
                 "args_hmac": self.args_hmac,

@@ -142,6 +142,7 @@ mod audit;
 mod config;
 mod context;
 mod entry;
+mod erasure;
 mod error;
 mod gate;
 mod jsonb;
@@ -178,7 +179,8 @@ extension_sql_file!(
     requires =
         ["limits", seal_new_seed, seal_public_key, seal_signature, seal_signature_valid, seal_lock, wait_for_writers]
 );
-extension_sql_file!("../sql/views.sql", name = "views", requires = ["seal"]);
+extension_sql_file!("../sql/erasure.sql", name = "erasure", requires = ["seal", pseudonym, audited_target]);
+extension_sql_file!("../sql/views.sql", name = "views", requires = ["erasure"]);
 extension_sql_file!("../sql/hardening.sql", name = "hardening", requires = ["views"]);
 extension_sql_file!("../sql/report.sql", name = "report", requires = ["hardening"]);
 extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["report", node_audit_id]);

@@ -12,11 +12,16 @@ use crate::xactlock;
 /// 32 bytes from PostgreSQL's strong random source: a new seal key's seed.
 #[pg_extern(volatile, parallel_unsafe)]
 fn seal_new_seed() -> Vec<u8> {
+    random_bytes()
+}
+
+/// 32 bytes from PostgreSQL's strong random source: a seal key's seed, a person's key.
+pub fn random_bytes() -> Vec<u8> {
     let mut seed = vec![0u8; 32];
     // SAFETY: the buffer holds 32 bytes; pg_strong_random writes at most that many.
     let filled = unsafe { pg_sys::pg_strong_random(seed.as_mut_ptr().cast(), seed.len()) };
     if !filled {
-        error!("could not generate a random seal key");
+        error!("could not generate a random key");
     }
     seed
 }

@@ -136,7 +136,7 @@ async fn tokens_of_registered_issuers_pass_and_tricks_are_blocked() {
     let close = db::request_close(&app, &good[0], "conv-oidc", &close_args("742", "oidc-rs256")).await.unwrap();
     assert_eq!(outcome(&close), ("NEEDS_CONFIRMATION", "-"), "{close}");
     let audit = root
-        .query_one("SELECT tenant_id, actor, role FROM toolgate.audit ORDER BY audit_id DESC LIMIT 1", &[])
+        .query_one("SELECT tenant_id, actor, role FROM toolgate.audit_log ORDER BY audit_id DESC LIMIT 1", &[])
         .await
         .unwrap();
     assert_eq!(

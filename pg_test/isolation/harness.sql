@@ -163,6 +163,9 @@ INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) VALU
 INSERT INTO isolation.tokens VALUES ('lim-a', :'lim_a');
 \set tok `${TOOLGATE_MINT:?} id iso-lim bia supervisor`
 INSERT INTO isolation.tokens VALUES ('lim-b', :'tok');
+-- Someone the audit has never named: their first calls make their pseudonym's key.
+\set tok `${TOOLGATE_MINT:?} id shopping-c cid supervisor`
+INSERT INTO isolation.tokens VALUES ('new-c', :'tok');
 SET ROLE toolgate_agent;
 SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'lim_a', 'iso-lim-1',
        '{"order_id": "953", "part_id": "P-50", "quantity": 1, "cost_center": "CC-LIM", "idempotency_key": "iso-lim-953"}') r \gset
@@ -183,6 +186,7 @@ CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
 CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
 CREATE TABLE isolation.base_quota_usage AS TABLE toolgate.quota_usage;
 CREATE TABLE isolation.base_limit_usage AS TABLE toolgate.limit_usage;
+CREATE TABLE isolation.base_person_keys AS TABLE toolgate.person_keys;
 CREATE TABLE isolation.base_work_orders AS TABLE maintenance.work_orders;
 CREATE TABLE isolation.base_cost_centers AS TABLE maintenance.cost_centers;
 -- Configuration a permutation may change (config_snapshot): policies, key states, schemas.
@@ -209,6 +213,8 @@ BEGIN
     UPDATE toolgate.proposals SET expires_at = now() + interval '5 minutes' WHERE status = 'live';
     INSERT INTO toolgate.quota_usage SELECT * FROM isolation.base_quota_usage;
     INSERT INTO toolgate.limit_usage SELECT * FROM isolation.base_limit_usage;
+    DELETE FROM toolgate.person_keys k WHERE (k.tenant_id, k.person) NOT IN
+           (SELECT b.tenant_id, b.person FROM isolation.base_person_keys b);
     UPDATE maintenance.work_orders w SET status = b.status, inspected = b.inspected
       FROM isolation.base_work_orders b WHERE (w.tenant_id, w.order_id) = (b.tenant_id, b.order_id);
     UPDATE maintenance.cost_centers c SET spent = b.spent

@@ -86,7 +86,7 @@ RESET ROLE;
 SELECT order_id, status FROM maintenance.work_orders WHERE tenant_id = 'lim' AND order_id <= '904' ORDER BY 1;
 SELECT name, subject, used FROM toolgate.limits_usage('lim') ORDER BY name, subject;
 SELECT rule, count(*) FROM toolgate.audit WHERE tenant_id = 'lim' AND kind = 'call' GROUP BY rule ORDER BY rule;
-SELECT detail->'limits' AS noted FROM toolgate.audit WHERE tenant_id = 'lim' AND actor = 'ana' AND rule IS NULL
+SELECT detail->'limits' AS noted FROM toolgate.audit_log WHERE tenant_id = 'lim' AND actor = 'ana' AND rule IS NULL
  ORDER BY audit_id LIMIT 1;
 
 -- A value limit: R$ 30,00 of purchases a day. A proposal is only checked; its confirmation

@@ -79,8 +79,10 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule, r->>'replayed' AS replayed,
 RESET ROLE;
 SELECT idempotency_key, state, attempts, last_error, settled_at IS NOT NULL AS settled
   FROM toolgate.outbox WHERE idempotency_key LIKE 'remote-key-_' ORDER BY 1;
-SELECT kind, tool, target, outcome, rule, effects, actor, detail FROM toolgate.audit
- WHERE kind = 'dispatch' ORDER BY audit_id;
+-- Who asked is named by pseudonym (docs/audit.md#erasure-of-a-person): the person's key reads it back.
+SELECT a.kind, a.tool, a.target, a.outcome, a.rule, a.effects, a.actor, k.person AS asked_by, a.detail - 'asked_by' AS detail
+  FROM toolgate.audit a LEFT JOIN toolgate.person_keys k ON (k.tenant_id, k.pseudonym) = (a.tenant_id, a.detail->>'asked_by')
+ WHERE a.kind = 'dispatch' ORDER BY a.audit_id;
 SET ROLE toolgate_dispatcher;
 SELECT count(*) AS nothing_due FROM toolgate.claim_outbox(10);
 RESET ROLE;

@@ -23,5 +23,5 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule, r ? 'result' AS has_result
   FROM toolgate.request_close(:'rui', 'conv-actor-r', :'args_c') r;
 SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed FROM toolgate.request_close(:'ana', 'conv-actor-c', :'args_c') r;
 RESET ROLE;
-SELECT actor, rule, detail->>'reason' AS reason FROM toolgate.audit
+SELECT actor, rule, detail->>'reason' AS reason FROM toolgate.audit_log
  WHERE conversation_id LIKE 'conv-actor%' AND rule IS NOT NULL ORDER BY audit_id;

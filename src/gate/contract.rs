@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use toolgate_core::contract::{self, Contract, Violation};
+use toolgate_core::personal;
 
 use super::step::{Deny, Step};
 use crate::audit::{self, Audit};
@@ -32,6 +33,9 @@ pub struct Tool {
     /// The names the schema declares under `properties` (sorted by name): the DBA's words, never
     /// the model's.
     pub properties: Rc<[String]>,
+    /// Where the schema marks a value personal (`"x-personal": true`): the audit holds their
+    /// pseudonyms (docs/audit.md#erasure-of-a-person). Empty for most tools.
+    pub personal: Rc<[Vec<personal::Step>]>,
     contract: Rc<Contract>,
 }
 
@@ -70,7 +74,15 @@ fn load_tool(tool: &str) -> Option<Tool> {
     let contract = compiled(tool, version, &text);
     let schema: Value = serde_json::from_str(&text).expect("jsonb text is JSON");
     let properties = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect());
-    Some(Tool { schema_version: version, sensitive, read, properties: properties.unwrap_or_default(), contract })
+    let personal = personal::paths(&schema).into();
+    Some(Tool {
+        schema_version: version,
+        sensitive,
+        read,
+        properties: properties.unwrap_or_default(),
+        personal,
+        contract,
+    })
 }
 
 fn compiled(tool: &str, version: i32, text: &str) -> Rc<Contract> {
@@ -112,7 +124,8 @@ pub fn check_read(tool_name: &str, args: Args, audit: &mut Audit) -> Step<Checke
 }
 
 fn check_kind(tool_name: &str, read: bool, args: Args, audit: &mut Audit) -> Step<Checked> {
-    let Some(Tool { schema_version: version, sensitive, read: is_read, contract, .. }) = tool(tool_name) else {
+    let Some(Tool { schema_version: version, sensitive, read: is_read, contract, personal, .. }) = tool(tool_name)
+    else {
         return Err(Deny::schema(vec![Violation::new("", "tool", "unknown tool")]));
     };
     if is_read != read {
@@ -131,11 +144,33 @@ fn check_kind(tool_name: &str, read: bool, args: Args, audit: &mut Audit) -> Ste
             return Err(Deny::schema(errors));
         }
     };
-    let (digest, hmac) = audit::hmac_key().digest_and_hmac(&value);
-    audit.args(Some(hmac), Some(version));
     let errors = contract.check(&value);
+    let digest = if personal.is_empty() {
+        let (digest, hmac) = audit::hmac_key().digest_and_hmac(&value);
+        audit.args(Some(hmac), Some(version));
+        digest
+    } else {
+        let hmac = audit_hmac(&value, &personal, errors.is_empty(), audit);
+        audit.args(Some(hmac), Some(version));
+        toolgate_core::digest::args_digest(&value)
+    };
     if !errors.is_empty() {
         return Err(Deny::schema(errors));
     }
     Ok(Checked { value, schema_version: version, sensitive, digest })
+}
+
+/// The audit's HMAC of arguments with personal values (`paths`), each replaced by its pseudonym
+/// when the arguments fit the schema (the audit then names them that way: `Audit::personal`),
+/// or by a mark when they do not (a refused call's made-up values make no key).
+pub fn audit_hmac(value: &Value, paths: &[Vec<personal::Step>], valid: bool, audit: &mut Audit) -> String {
+    let (masked, seen) = if valid {
+        personal::masked(value, paths, |text| audit.pseudonym(text))
+    } else {
+        personal::masked(value, paths, |_| "(personal)".to_string())
+    };
+    if valid {
+        audit.personal(seen);
+    }
+    audit::hmac_key().hmac(&masked)
 }

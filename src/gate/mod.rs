@@ -323,7 +323,11 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audi
     audit.step(StepName::Confirmation, defined)?;
 
     // The state may have moved since the proposal: authorization and domain run again.
-    audit.args(Some(crate::audit::hmac_key().hmac(&p.args)), Some(p.schema_version));
+    let hmac = match tool.as_ref().filter(|t| !t.personal.is_empty()) {
+        Some(t) => contract::audit_hmac(&p.args, &t.personal, true, audit),
+        None => crate::audit::hmac_key().hmac(&p.args),
+    };
+    audit.args(Some(hmac), Some(p.schema_version));
     let args = contract::Checked {
         sensitive: tool.is_none_or(|t| t.sensitive),
         digest: p.digest.clone(),

@@ -11,6 +11,7 @@ pub mod issuer;
 pub mod jsonb;
 pub mod locale;
 pub mod outcome;
+pub mod personal;
 pub mod policy;
 pub mod proposal;
 pub mod request;

@@ -2,7 +2,11 @@
 //! writes. What a checkpoint says is assembled in SQL (sql/seal.sql); here only the key and the
 //! signature, strict as RFC 8032 asks (`verify_strict`: no small-order key, no malleable `s`).
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 
 /// A seal key's public half, from its 32-byte seed; None for a seed of another length.
 pub fn public_key(seed: &[u8]) -> Option<[u8; 32]> {
@@ -23,9 +27,35 @@ pub fn verify(public: &[u8], message: &[u8], signature: &[u8]) -> bool {
     VerifyingKey::from_bytes(&public).is_ok_and(|key| key.verify_strict(message, &signature).is_ok())
 }
 
+/// The pseudonym the audit names `person` of `tenant` by (docs/audit.md#erasure-of-a-person): `p:`
+/// and the first 128 bits of HMAC-SHA256 under the person's own random key, base64url. Without the key,
+/// which `toolgate.erase_actor` destroys, nobody can tell whose it is, even by trying names.
+pub fn pseudonym(key: &[u8], tenant: &str, person: &str) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(b"toolgate.person/1\0");
+    mac.update(tenant.as_bytes());
+    mac.update(b"\0");
+    mac.update(person.as_bytes());
+    let tag = mac.finalize().into_bytes();
+    format!("p:{}", URL_SAFE_NO_PAD.encode(&tag[..16]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pseudonym_is_the_keys_and_the_persons() {
+        let p = pseudonym(&[1u8; 32], "acme", "alice");
+        assert_eq!(p.len(), 2 + 22);
+        assert!(p.starts_with("p:"));
+        assert_eq!(p, pseudonym(&[1u8; 32], "acme", "alice"));
+        assert_ne!(p, pseudonym(&[2u8; 32], "acme", "alice"));
+        assert_ne!(p, pseudonym(&[1u8; 32], "acme", "bob"));
+        assert_ne!(p, pseudonym(&[1u8; 32], "globex", "alice"));
+        // The separator keeps the tenant and the person apart.
+        assert_ne!(pseudonym(&[1u8; 32], "ac", "me"), pseudonym(&[1u8; 32], "acm", "e"));
+    }
 
     #[test]
     fn a_signature_verifies_with_its_key_only() {

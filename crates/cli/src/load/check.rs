@@ -193,7 +193,7 @@ pub async fn tables(root: &Client, calls: &[Call]) -> Result<Vec<Finding>> {
     );
     out.push(finding(root, "no quota exceeded, and each quota counts exactly the calls it admitted", "
         WITH admitted AS (
-            SELECT a.tenant_id, a.actor, a.conversation_id, a.tool, count(*) AS n FROM toolgate.audit a
+            SELECT a.tenant_id, a.actor, a.conversation_id, a.tool, count(*) AS n FROM toolgate.audit_log a
               JOIN toolgate.policies p ON p.tenant_id = a.tenant_id AND p.tool = a.tool
              WHERE a.kind = 'call' AND NOT a.replayed AND a.outcome IN ('SUCCEEDED', 'NEEDS_CONFIRMATION')
                AND p.max_calls_per_conversation IS NOT NULL
