@@ -3,7 +3,8 @@
 # PACKAGE_OUT): on this machine's PostgreSQL 15, whose package Debian ships,
 #   1. lintian finds no error in any package (installed from Debian if missing);
 #   2. `apt-get install ./postgresql-15-pg-toolgate_….deb ./toolgate_….deb` installs both, and
-#      every file they list is there, the units' system users made, no service enabled or started;
+#      every file they list is there, the units' system users made, no service or timer enabled or
+#      started;
 #   3. on a throwaway cluster, CREATE EXTENSION pg_toolgate loads the packaged library, and
 #      `/usr/bin/toolgate demo` (the packaged command) replays seed 000's lab through it: every
 #      invariant must hold;
@@ -86,10 +87,10 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$ext" "$cli" >"$(mktemp)"
 missing=$(dpkg -L postgresql-15-pg-toolgate toolgate | while read -r f; do [ -e "$f" ] || echo "$f"; done)
 if [ -z "$missing" ]; then ok "every file the packages list is installed"; else fail "listed but missing: $missing"; fi
 check_users=""
-for u in toolgate-mcp toolgate-dispatch; do getent passwd "$u" >/dev/null || check_users="$check_users $u"; done
-if [ -z "$check_users" ]; then ok "system users toolgate-mcp and toolgate-dispatch made"; else fail "no user:$check_users"; fi
-running=$(systemctl is-enabled toolgate-mcp toolgate-dispatch 2>/dev/null | grep -c '^enabled' || true)
-if [ "$running" = 0 ]; then ok "no service enabled by installing"; else fail "$running service(s) enabled by installing"; fi
+for u in toolgate-mcp toolgate-dispatch toolgate-audit; do getent passwd "$u" >/dev/null || check_users="$check_users $u"; done
+if [ -z "$check_users" ]; then ok "system users toolgate-mcp, toolgate-dispatch and toolgate-audit made"; else fail "no user:$check_users"; fi
+running=$(systemctl is-enabled toolgate-mcp toolgate-dispatch toolgate-audit.timer 2>/dev/null | grep -c '^enabled' || true)
+if [ "$running" = 0 ]; then ok "no service or timer enabled by installing"; else fail "$running unit(s) enabled by installing"; fi
 check_version=$(/usr/bin/toolgate --version)
 version=$(dpkg-query -W -f='${Version}' toolgate)
 # The package's version is the command's, and a dirty tree's "+dirty" (scripts/package.sh).

@@ -5,7 +5,8 @@
 #       (/usr/lib/postgresql/NN/lib/pg_toolgate-VERSION.so) and the control file and SQL scripts
 #       (/usr/share/postgresql/NN/extension/), Depends: postgresql-NN
 #   toolgate_VERSION-1_ARCH.deb                     the `toolgate` command (/usr/bin/toolgate), the
-#       systemd units of the MCP server and the dispatcher (/lib/systemd/system/), their example
+#       systemd units of the MCP server, the dispatcher and the audit seal's timer
+#       (/lib/systemd/system/), their example
 #       environment files (/etc/toolgate/*.env.example), and the units' system users, made by
 #       postinst; installing starts nothing
 #
@@ -184,8 +185,10 @@ EOF
     # (cargo puts the dev profile's output in debug/.)
     install -m 0755 "$target_dir/$([ "$profile" = dev ] && echo debug || echo release)/toolgate" "$dir/usr/bin/toolgate"
     strip --strip-unneeded "$dir/usr/bin/toolgate"
-    install -m 0644 packaging/systemd/toolgate-mcp.service packaging/systemd/toolgate-dispatch.service "$dir/lib/systemd/system/"
-    install -m 0644 packaging/env/mcp.env.example packaging/env/dispatch.env.example "$dir/etc/toolgate/"
+    install -m 0644 packaging/systemd/toolgate-mcp.service packaging/systemd/toolgate-dispatch.service \
+        packaging/systemd/toolgate-audit.service packaging/systemd/toolgate-audit.timer "$dir/lib/systemd/system/"
+    install -m 0644 packaging/env/mcp.env.example packaging/env/dispatch.env.example packaging/env/audit.env.example \
+        "$dir/etc/toolgate/"
     doc_files "$dir" toolgate
     cat >"$dir/DEBIAN/control" <<EOF
 Package: toolgate
@@ -196,14 +199,14 @@ Depends: adduser, libc6, libgcc-s1
 Section: database
 Priority: optional
 Homepage: https://pgxn.org/dist/pg_toolgate/
-Description: pg_toolgate's services: its MCP server and outbox dispatcher
+Description: pg_toolgate's services: its MCP server, outbox dispatcher and audit seal
  The toolgate command: toolgate mcp serves agent hosts over MCP (stdio or
  Streamable HTTP), toolgate dispatch delivers the outbox's intents to ERPs
- behind HTTP, toolgate login keeps a person's identity token, and keys,
- tokens and confirmations for the DBA. The systemd units are installed,
- neither enabled nor started.
+ behind HTTP, toolgate audit seals and exports the audit, toolgate login
+ keeps a person's identity token, and keys, tokens and confirmations for
+ the DBA. The systemd units are installed, none enabled nor started.
 EOF
-    printf '/etc/toolgate/mcp.env.example\n/etc/toolgate/dispatch.env.example\n' >"$dir/DEBIAN/conffiles"
+    printf '/etc/toolgate/%s.env.example\n' mcp dispatch audit >"$dir/DEBIAN/conffiles"
     install -m 0755 packaging/debian/toolgate.postinst "$dir/DEBIAN/postinst"
     deb "$dir"
 

@@ -5,7 +5,8 @@
 //! row and checkpoint, checked outside the database as a copy's keeper would (each leaf the
 //! SHA-256 of its row's text, each root of its leaves, each signature by its key, each checkpoint
 //! chained to the one before); a second run with the state file writes only what is new; CSV
-//! the same lines. What the seal guarantees under concurrency is the isolation spec seal_waits'.
+//! the same lines. With --purge, the seal then removes what is past a tenant's retention. What the
+//! seal guarantees under concurrency is the isolation spec seal_waits'.
 
 mod common;
 
@@ -137,6 +138,21 @@ async fn the_seal_command_seals_what_calls_wrote_and_verify_finds_it_whole() {
     // The agent's login may not export.
     let refused = audit("export", &["--database", &conninfo(&lab, APP)]);
     assert_eq!((refused.status.code(), refused.stdout.len()), (Some(2), 0), "{refused:?}");
+
+    // The timer's run with --purge, once shopping-a keeps its audit one second: sealed periods
+    // past it removed, every row of them, with a signed record verify_audit reports as purged.
+    root.batch_execute("SELECT toolgate.set_retention('shopping-a', '1 second')").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let purged = seal(&["--database", &operator, "--tenant", "shopping-a", "--purge"]);
+    assert_eq!(purged.status.code(), Some(0), "{purged:?}");
+    let out = String::from_utf8_lossy(&purged.stdout);
+    assert_eq!(out, format!("shopping-a\tpurged\t{}\t{tenant_rows}\n", after + 1));
+    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.audit WHERE tenant_id = 'shopping-a'").await, 0);
+    let purge_records = "SELECT count(*) FROM toolgate.verify_audit('shopping-a') v WHERE v.status = 'purged'";
+    assert_eq!(count(&root, purge_records).await, 1);
+    let tampered = "SELECT count(*) FROM toolgate.tenants t, toolgate.verify_audit(t.tenant_id) v \
+                    WHERE v.status NOT IN ('verified', 'empty', 'purged')";
+    assert_eq!(count(&root, tampered).await, 0);
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,5 +1,6 @@
 //! `toolgate audit seal` and `toolgate audit export` (docs/audit.md): one run of the seal,
-//! tenant by tenant, for a timer (on a Citus cluster, the way to seal), and the sealed audit streamed
+//! tenant by tenant, for a timer (on a Citus cluster, the way to seal), with the purge of what is
+//! past retention after it (`--purge`), and the sealed audit streamed
 //! out, checkpoint by checkpoint, for a copy the database's owner cannot change. Both connect as
 //! libpq does, do their work and exit: nothing runs between runs, so neither has metrics of its own.
 
@@ -56,6 +57,25 @@ pub async fn seal(conninfo: &str, tenant: Option<&str>, batch: i32) -> Result<Ve
         }));
     }
     Ok(sealed)
+}
+
+/// One tenant's purge: the last checkpoint whose rows were removed, and how many.
+pub struct Purged {
+    pub tenant: String,
+    pub through_checkpoint: i64,
+    pub rows: i64,
+}
+
+/// Remove what is past each tenant's retention (`toolgate.purge`: whole sealed periods only, a
+/// signed record of each purge), `tenant`'s only when given. On one server; a Citus cluster
+/// refuses it.
+pub async fn purge(conninfo: &str, tenant: Option<&str>) -> Result<Vec<Purged>> {
+    let client = db::connect_to(conninfo).await?;
+    let rows = client
+        .query("SELECT p.tenant_id, p.through_checkpoint, p.purged_rows FROM toolgate.purge($1) p", &[&tenant])
+        .await
+        .map_err(|e| format!("toolgate.purge: {}", toolgate_pgconn::describe(&e)))?;
+    Ok(rows.iter().map(|r| Purged { tenant: r.get(0), through_checkpoint: r.get(1), rows: r.get(2) }).collect())
 }
 
 /// How `export` writes: JSON Lines, or CSV with a header.

@@ -453,10 +453,13 @@ enum AuditCommand {
     /// Seal the audit once: every tenant's rows written since its last checkpoint, or one
     /// tenant's, into signed checkpoints, tenant by tenant (toolgate.tenant_seal, each a statement
     /// of its own: on a Citus cluster each runs on its tenant's worker); prints each checkpoint
-    /// written (tenant, checkpoint, rows, end of its period, tab-separated) and exits. For a
-    /// timer; the login needs toolgate_operator.
-    #[command(after_help = "Exit status:\n  0  sealed (perhaps nothing new)\n  \
-        2  a usage error, no connection, no privilege or an unknown tenant (nothing sealed)")]
+    /// written (tenant, checkpoint, rows, end of its period, tab-separated) and exits. With
+    /// --purge, then removes what is past each tenant's retention (toolgate.purge, one server
+    /// only) and prints each purge (tenant, "purged", last checkpoint, rows). For a timer
+    /// (packaging/systemd/toolgate-audit.timer); the login needs toolgate_operator.
+    #[command(after_help = "Exit status:\n  0  sealed (perhaps nothing new), and purged if asked\n  \
+        2  a usage error, no connection, no privilege or an unknown tenant (nothing sealed), or \
+        the purge refused (what was sealed stays sealed)")]
     Seal {
         /// The login's libpq conninfo or URL, TLS as its sslmode says [default: the environment
         /// variable TOOLGATE_DATABASE_URL].
@@ -468,6 +471,10 @@ enum AuditCommand {
         /// Rows per checkpoint at most.
         #[arg(long, default_value_t = 10000)]
         batch: i32,
+        /// After sealing, remove whole sealed periods past each tenant's retention
+        /// (toolgate.set_retention), leaving a signed record of each purge.
+        #[arg(long)]
+        purge: bool,
     },
     /// Write the sealed audit to standard output (toolgate.export_audit), checkpoint by
     /// checkpoint, each after its rows: every column of a row, the text its leaf hashes and the
@@ -505,10 +512,15 @@ fn audit_command(command: AuditCommand) -> toolgate_cli::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let env = std::env::var(confirm::DATABASE_ENV).ok();
     match command {
-        AuditCommand::Seal { database, tenant, batch } => {
+        AuditCommand::Seal { database, tenant, batch, purge } => {
             let database = confirm::database(database, env)?;
             for sealed in runtime.block_on(audit::seal(&database, tenant.as_deref(), batch))? {
                 println!("{}\t{}\t{}\t{}", sealed.tenant, sealed.checkpoint, sealed.rows, sealed.sealed_to);
+            }
+            if purge {
+                for purged in runtime.block_on(audit::purge(&database, tenant.as_deref()))? {
+                    println!("{}\tpurged\t{}\t{}", purged.tenant, purged.through_checkpoint, purged.rows);
+                }
             }
         }
         AuditCommand::Export { database, format, state, tenant, after } => {
