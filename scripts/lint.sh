@@ -105,6 +105,7 @@ INTERNAL = {
     "tenant_is_here", "seal_new_seed", "seal_public_key", "seal_signature", "seal_signature_valid", "seal_lock",
     "wait_for_writers", "audit_leaf", "audit_canonical", "checkpoint_message", "seal_refuse_unfit", "seal_tenant",
     "seal_key", "distributed", "purge_message", "min_retention", "pseudonym", "audited_target",
+    "audit_month", "audit_months", "audit_triggers",
 }
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
 bad = []

@@ -239,6 +239,20 @@ SELECT (pg_catalog.jsonb_populate_record(a, pg_catalog.jsonb_strip_nulls(pg_cata
   LEFT JOIN toolgate.person_keys d ON d.tenant_id = a.tenant_id AND d.pseudonym = a.detail->>'asked_by';
 SQL
     compare "$work/rows-$v-$db" "$db"
+    # The audit is partitioned by month now, the rows of before in its default partition; the
+    # first audit_partitions() moves each to its month's partition, every row the same.
+    local audit_rows audit_digest
+    audit_rows=$(q "$db" -c "SELECT count(*) FROM toolgate.audit")
+    audit_digest=$(q "$db" -c "SELECT md5(string_agg(a::text, ',' ORDER BY a.tenant_id, a.audit_id)) FROM upgrade_check.audit a")
+    check "toolgate.audit partitioned, its rows of before in its default partition" "p, $audit_rows" \
+        "$(q "$db" -c "SELECT c.relkind::text || ', ' || (SELECT count(*) FROM toolgate.audit_default)
+                         FROM pg_catalog.pg_class c WHERE c.oid = 'toolgate.audit'::pg_catalog.regclass")"
+    check "rows toolgate.audit_partitions() moved to their months" "$audit_rows" \
+        "$(q "$db" -c "SELECT coalesce(sum(moved_rows), 0) FROM toolgate.audit_partitions()")"
+    check "the audit after the move: rows in the default partition, rows in all, the rows' digest" \
+        "0, $audit_rows, $audit_digest" \
+        "$(q "$db" -c "SELECT (SELECT count(*) FROM toolgate.audit_default) || ', ' || (SELECT count(*) FROM toolgate.audit) || ', '
+                              || (SELECT md5(string_agg(a::text, ',' ORDER BY a.tenant_id, a.audit_id)) FROM upgrade_check.audit a)")"
     q "$db" -c "DROP SCHEMA upgrade_check CASCADE"
     check "audit rows naming a person in clear after the update" "0" \
         "$(q "$db" -c "SELECT count(*) FROM toolgate.audit a
@@ -403,6 +417,8 @@ upgrade_test() {
     # maintenance example the update turns the old built-in ERP into.
     # The rows a fresh install ships are read before the example adds its own.
     q fresh -c "CREATE EXTENSION pg_toolgate"
+    # The audit's months, as the updated databases have them (this month and the next two).
+    q fresh -c "SELECT count(*) FROM toolgate.audit_partitions()" >/dev/null
     { q fresh -f tests/upgrade/catalogue.sql | grep '^row ' || true; } | LC_ALL=C sort >"$work/rows-$v-fresh.txt"
     # The example as the version whose update script built the schema maintenance shipped it: a
     # released version's update script is frozen, so it is compared with the example of that

@@ -326,8 +326,16 @@ CREATE TABLE toolgate.audit (
     schema_version  integer,
     policy_version  integer,
     duration_us     bigint NOT NULL,
-    PRIMARY KEY (tenant_id, audit_id)
-);
+    -- The time is in the key: the audit is partitioned by it.
+    PRIMARY KEY (tenant_id, audit_id, at)
+) PARTITION BY RANGE (at);
+-- A partition per calendar month (UTC), made ahead by toolgate.audit_partitions (sql/seal.sql),
+-- which the seal runs; a purge drops a month's partition whole once every row of it is past its
+-- tenant's retention. A row of a month that has no partition yet lands in the default one, and
+-- audit_partitions moves it to its month's when it makes it. Only the default partition is the
+-- extension's own (pg_dump keeps its rows with the configuration); the months are tables
+-- audit_partitions makes, which pg_dump keeps as such.
+CREATE TABLE toolgate.audit_default PARTITION OF toolgate.audit DEFAULT;
 -- The auditor's two commonest questions: what a tenant did over a time window, and what one tool
 -- did in a tenant over a time window (pg_test/sql/audit_indexes.sql shows each plan).
 CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
@@ -337,13 +345,18 @@ CREATE SEQUENCE toolgate.audit_audit_id_seq AS bigint OWNED BY toolgate.audit.au
 CREATE FUNCTION toolgate.audit_is_append_only() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    RAISE EXCEPTION '%.% is append-only', TG_TABLE_SCHEMA, TG_TABLE_NAME
+    -- A partition of the audit is the audit: its name is the whole table's.
+    RAISE EXCEPTION '% is append-only',
+                    coalesce(pg_catalog.pg_partition_root(TG_RELID), TG_RELID)::pg_catalog.regclass::text
         USING ERRCODE = 'insufficient_privilege';
 END
 $$;
 CREATE TRIGGER audit_no_update_or_delete BEFORE UPDATE OR DELETE ON toolgate.audit
     FOR EACH ROW EXECUTE FUNCTION toolgate.audit_is_append_only();
 CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.audit
+    FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
+-- A row trigger reaches every partition; a TRUNCATE trigger is each partition's own.
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.audit_default
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only();
 
 ------------------------------------------------------------------------------------------------
@@ -366,4 +379,5 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.proposals', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.conversations', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit', '');
+SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_default', '');
 SELECT pg_catalog.pg_extension_config_dump('toolgate.audit_audit_id_seq', '');

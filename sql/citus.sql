@@ -127,6 +127,11 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
+    -- The audit's rows so far moved to their months' partitions, while it is one server's: once
+    -- distributed, Citus cannot attach a partition that holds rows.
+    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'toolgate.audit'::regclass) THEN
+        PERFORM toolgate.audit_partitions();
+    END IF;
     FOREACH t IN ARRAY tenant_tables LOOP
         IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = format('toolgate.%I', t)::regclass) THEN
             IF t = 'ledger' THEN

@@ -97,7 +97,7 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 GRANT SELECT ON toolgate.audit_checkpoints, toolgate.seal_public_keys TO toolgate_auditor, toolgate_admin;
 -- Retention: an administrator sets it, on-call's scheduler purges; both, and auditors, read it.
 GRANT EXECUTE ON FUNCTION toolgate.set_retention(text, interval) TO toolgate_admin;
-GRANT EXECUTE ON FUNCTION toolgate.purge(text) TO toolgate_operator, toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.purge(text), toolgate.audit_partitions(integer) TO toolgate_operator, toolgate_admin;
 GRANT SELECT ON toolgate.audit_retention, toolgate.audit_purges TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- Erasure of a person: an administrator's; auditors see what was erased, never the keys.
 GRANT EXECUTE ON FUNCTION toolgate.erase_actor(text, text) TO toolgate_admin;

@@ -608,17 +608,22 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'toolgate.min_retention is the legal minimum the DBA set for this server.';
     END IF;
-    INSERT INTO toolgate.audit_retention AS r (tenant_id, keep, set_by) VALUES (scope, keep, who)
+    -- (excluded.set_at, not now(): on a Citus cluster, where this is a reference table, DO UPDATE
+    -- takes no function that is not immutable.)
+    INSERT INTO toolgate.audit_retention AS r (tenant_id, keep, set_by, set_at) VALUES (scope, keep, who, pg_catalog.now())
     ON CONFLICT ON CONSTRAINT audit_retention_pkey
-    DO UPDATE SET keep = excluded.keep, set_by = excluded.set_by, set_at = pg_catalog.now();
+    DO UPDATE SET keep = excluded.keep, set_by = excluded.set_by, set_at = excluded.set_at;
 END
 $$;
 
 -- Remove each tenant's audit rows past its retention (one tenant, or every tenant
 -- seal_tenants() names): only whole sealed periods, those whose checkpoint's period ended before
 -- now() - keep (never younger than toolgate.min_retention), the checkpoints kept; then a signed
--- record of what was removed. Returns, per tenant purged, the last checkpoint purged and the rows
--- removed. Rows not sealed yet are never removed: seal first. Not on a Citus cluster yet.
+-- record of what was removed. A month's partition whose every row is so removed, and whose month
+-- is over, is dropped whole (the audit's lock is taken for that instant); other rows are deleted.
+-- Returns, per tenant purged, the last checkpoint purged and the rows removed. Rows not sealed
+-- yet are never removed: seal first. On a Citus cluster it runs on the coordinator: a tenant's
+-- rows are deleted on its worker, a month dropped on every node.
 CREATE FUNCTION toolgate.purge(tenant text DEFAULT NULL)
 RETURNS TABLE (tenant_id text, through_checkpoint bigint, purged_rows bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -633,9 +638,21 @@ DECLARE
     p toolgate.audit_purges;
     k toolgate.seal_keys;
     removed bigint;
+    spread constant boolean := toolgate.distributed('toolgate.audit');
+    -- Per tenant to purge, in the same order: its name, its last checkpoint to purge, the rows
+    -- removed with dropped partitions; and each one's end of what is purged, by name (ISO 8601).
+    names text[] := '{}';
+    ends jsonb := '{}';
+    uptos toolgate.audit_checkpoints[] := '{}';
+    dropped bigint[] := '{}';
+    i integer;
+    part record;
+    whole boolean;
+    counted record;
 BEGIN
-    IF toolgate.distributed('toolgate.audit') THEN
-        RAISE EXCEPTION 'toolgate.purge does not run on a Citus cluster yet' USING ERRCODE = 'feature_not_supported';
+    IF spread THEN
+        -- This transaction's SET LOCALs reach the workers too (audit_triggers, below).
+        SET LOCAL citus.propagate_set_commands = 'local';
     END IF;
     IF purge.tenant IS NOT NULL AND purge.tenant NOT IN (SELECT toolgate.seal_tenants()) THEN
         RAISE EXCEPTION 'toolgate.purge: unknown tenant %', purge.tenant USING ERRCODE = 'no_data_found';
@@ -653,12 +670,40 @@ BEGIN
         SELECT * INTO upto FROM toolgate.audit_checkpoints c
          WHERE c.tenant_id = t AND c.seq > done AND c.sealed_to <= cutoff ORDER BY c.seq DESC LIMIT 1;
         CONTINUE WHEN upto.seq IS NULL;
+        names := names || t;
+        uptos := uptos || upto;
+        dropped := dropped || 0::bigint;
+        ends := ends || pg_catalog.jsonb_build_object(
+            t, pg_catalog.to_char(upto.sealed_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+    END LOOP;
+    IF pg_catalog.cardinality(names) = 0 THEN
+        RETURN;
+    END IF;
+    -- A month over whose every row is of a tenant purged here, in a period purged: dropped whole.
+    FOR part IN SELECT m.partition, m.ends FROM toolgate.audit_months() m
+                 WHERE m.ends <= toolgate.audit_month(pg_catalog.now())
+                   AND m.ends <= (SELECT max(u.sealed_to) FROM pg_catalog.unnest(uptos) u) LOOP
+        EXECUTE pg_catalog.format(
+            'SELECT NOT EXISTS (SELECT 1 FROM %s a WHERE a.at >= coalesce(($1 OPERATOR(pg_catalog.->>) a.tenant_id)::timestamptz, ''-infinity''))',
+            part.partition)
+          INTO whole USING ends;
+        CONTINUE WHEN NOT whole;
+        FOR counted IN EXECUTE pg_catalog.format('SELECT a.tenant_id, count(*) AS n FROM %s a GROUP BY 1', part.partition) LOOP
+            i := pg_catalog.array_position(names, counted.tenant_id);
+            dropped[i] := dropped[i] + counted.n;
+        END LOOP;
+        EXECUTE pg_catalog.format('DROP TABLE %s', part.partition);
+    END LOOP;
+    FOR i IN 1 .. pg_catalog.cardinality(names) LOOP
+        t := names[i];
+        upto := uptos[i];
         -- The audit is append-only to everyone, its owner included; this function alone removes
-        -- rows, with its triggers off for this statement (the owner, a superuser, may).
-        PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+        -- rows, with its triggers off for this statement.
+        PERFORM toolgate.audit_triggers(false);
         DELETE FROM toolgate.audit a WHERE a.tenant_id = t AND a.at < upto.sealed_to;
         GET DIAGNOSTICS removed = ROW_COUNT;
-        PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
+        PERFORM toolgate.audit_triggers(true);
+        removed := removed + dropped[i];
         k := toolgate.seal_key();
         p := ROW(t, upto.seq, upto.sealed_to, removed, pg_catalog.clock_timestamp(), k.key_id, ''::bytea);
         p.signature := toolgate.seal_signature(k.secret, toolgate.purge_message(p, toolgate.checkpoint_message(upto)));
@@ -668,5 +713,126 @@ BEGIN
         purge.purged_rows := removed;
         RETURN NEXT;
     END LOOP;
+END
+$$;
+
+------------------------------------------------------------------------------------------------
+-- The audit's partitions (docs/audit.md#partitions): one per calendar month in UTC, made ahead
+-- by audit_partitions() (a statement of its own, which `toolgate audit seal` runs before it
+-- seals), so that purge() can drop a month whole. Both run with the time in UTC, whatever the
+-- session's: a month is the same span on every server.
+------------------------------------------------------------------------------------------------
+
+-- The first instant of `at`'s calendar month in UTC.
+CREATE FUNCTION toolgate.audit_month(at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.timezone('UTC', pg_catalog.date_trunc('month', pg_catalog.timezone('UTC', at)))
+$$;
+
+-- Make the audit's partition of this month and of the `ahead` months after it, and of each
+-- month whose rows wait in the default partition (rows of a month that had none when they were
+-- written), moving those rows into it. Returns each partition made, its month and the rows it
+-- received. A partition is made apart and then attached, which takes the audit's lock in a mode
+-- calls' inserts do not wait for (the default partition's is taken whole, while it is checked).
+-- Does nothing to an audit that is not partitioned (a 0.2.0 audit distributed on Citus before
+-- the update: docs/audit.md#partitions). On a Citus cluster it runs on the coordinator, where
+-- Citus makes each partition on every worker, and leaves a month whose rows are in the default
+-- partition without one (a NOTICE says so: Citus cannot attach a partition that holds rows);
+-- distribute() runs it first, so the rows written before are in their months.
+CREATE FUNCTION toolgate.audit_partitions(ahead integer DEFAULT 2)
+RETURNS TABLE (partition text, month timestamptz, moved_rows bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, toolgate, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+AS $$
+#variable_conflict use_column
+DECLARE
+    here constant timestamptz := toolgate.audit_month(pg_catalog.now());
+    spread constant boolean := toolgate.distributed('toolgate.audit');
+    columns text;
+    m timestamptz;
+    name text;
+    waiting boolean;
+BEGIN
+    IF ahead IS NULL OR ahead NOT BETWEEN 0 AND 24 THEN
+        RAISE EXCEPTION 'toolgate.audit_partitions: ahead is 0 to 24 months, not %', coalesce(ahead::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = 'toolgate.audit'::pg_catalog.regclass) <> 'p' THEN
+        RETURN;
+    END IF;
+    IF spread THEN
+        -- The partitions' append-only triggers run on every node: what Citus calls unsafe.
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO columns
+      FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid = 'toolgate.audit'::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped;
+    FOR m IN SELECT x.m FROM (SELECT DISTINCT toolgate.audit_month(d.at) AS m FROM toolgate.audit_default d
+                              UNION
+                              SELECT pg_catalog.generate_series(here, here + pg_catalog.make_interval(months => ahead),
+                                                                interval '1 month')) x
+              ORDER BY x.m LOOP
+        name := 'audit_' || pg_catalog.to_char(m, 'YYYY_MM');
+        CONTINUE WHEN pg_catalog.to_regclass(pg_catalog.format('toolgate.%I', name)) IS NOT NULL;
+        -- (SELECT 1: Citus plans an EXISTS of no column over a distributed table wrongly.)
+        waiting := EXISTS (SELECT 1 FROM toolgate.audit_default d WHERE d.at >= m AND d.at < m + interval '1 month');
+        IF waiting AND spread THEN
+            -- Citus cannot attach a partition that holds rows: the month stays in the default one.
+            RAISE NOTICE 'toolgate.audit_partitions: rows of % are in the default partition of a distributed audit; that month gets no partition of its own',
+                         pg_catalog.to_char(m, 'YYYY-MM');
+            CONTINUE;
+        END IF;
+        EXECUTE pg_catalog.format('CREATE TABLE toolgate.%I (LIKE toolgate.audit)', name);
+        moved_rows := 0;
+        IF waiting THEN
+            -- The audit is append-only to everyone, its owner included; its rows move with its
+            -- triggers off for this statement.
+            PERFORM toolgate.audit_triggers(false);
+            EXECUTE pg_catalog.format(
+                'WITH moved AS (DELETE FROM toolgate.audit_default d WHERE d.at >= $1 AND d.at < $2 RETURNING %2$s) '
+                'INSERT INTO toolgate.%1$I (%2$s) SELECT %2$s FROM moved', name, columns)
+              USING m, m + interval '1 month';
+            GET DIAGNOSTICS moved_rows = ROW_COUNT;
+            PERFORM toolgate.audit_triggers(true);
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE toolgate.audit ATTACH PARTITION toolgate.%I FOR VALUES FROM (%L) TO (%L)',
+                                  name, m, m + interval '1 month');
+        EXECUTE pg_catalog.format('CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON toolgate.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION toolgate.audit_is_append_only()', name);
+        partition := 'toolgate.' || pg_catalog.quote_ident(name);
+        month := m;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- The audit's monthly partitions, the oldest first: each one's name and the end of its month
+-- (the default partition is not one of them).
+CREATE FUNCTION toolgate.audit_months() RETURNS TABLE (partition regclass, ends timestamptz)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+AS $$
+    SELECT c.oid::regclass, b.m[1]::timestamptz
+      FROM pg_catalog.pg_inherits i
+      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
+           LATERAL pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)') AS b(m)
+     WHERE i.inhparent = 'toolgate.audit'::regclass AND b.m IS NOT NULL
+     ORDER BY 2
+$$;
+
+-- The audit's append-only triggers set aside (enabled false) or back (true) for the rest of the
+-- transaction (session_replication_role; the owner, a superuser, may). purge() calls it as a
+-- statement of its own: from inside a statement of a function is where Citus sends a SET LOCAL
+-- on to the workers, when citus.propagate_set_commands is 'local' (purge sets it), so that on a
+-- cluster the triggers of the tenant's shard are set aside too.
+CREATE FUNCTION toolgate.audit_triggers(enabled boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    IF enabled THEN
+        SET LOCAL session_replication_role = origin;
+    ELSE
+        SET LOCAL session_replication_role = replica;
+    END IF;
 END
 $$;

@@ -31,10 +31,24 @@ fn seal(args: &[&str]) -> Output {
     audit("seal", args)
 }
 
+/// The audit's partitions made, as printed first: (name, month, rows moved) per line.
+fn partitions_made(out: &Output) -> Vec<(String, String, i64)> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix("partition\t"))
+        .map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 3, "name, month, rows moved: {line}");
+            (f[0].to_string(), f[1].to_string(), f[2].parse().unwrap())
+        })
+        .collect()
+}
+
 /// The checkpoints printed: (tenant, checkpoint, rows) per line.
 fn printed(out: &Output) -> Vec<(String, i64, i64)> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .filter(|line| !line.starts_with("partition\t"))
         .map(|line| {
             let f: Vec<&str> = line.split('\t').collect();
             assert_eq!(f.len(), 4, "tenant, checkpoint, rows, end: {line}");
@@ -80,6 +94,18 @@ async fn the_seal_command_seals_what_calls_wrote_and_verify_finds_it_whole() {
     let operator = conninfo(&lab, "toolgate_seal_it");
     let sealed = seal(&["--database", &operator, "--batch", "5"]);
     assert_eq!(sealed.status.code(), Some(0), "{sealed:?}");
+    // First the audit's partitions: this month's, which receives every row written so far (all
+    // in the default partition until now), and the next two months'.
+    let made = partitions_made(&sealed);
+    let month = db::json(&root, "SELECT to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM'))", &[]).await.unwrap();
+    let all_rows = count(&root, "SELECT count(*) FROM toolgate.audit").await;
+    assert_eq!(made.len(), 3, "{made:?}");
+    assert_eq!(
+        (made[0].0.replace('_', "-"), Some(made[0].1.as_str()), made[0].2),
+        (format!("toolgate.audit-{}", made[0].1), month.as_str(), all_rows),
+        "{made:?}"
+    );
+    assert_eq!(count(&root, "SELECT count(*) FROM toolgate.audit_default").await, 0);
     let lines = printed(&sealed);
     let shopping_a: Vec<_> = lines.iter().filter(|(t, _, _)| t == "shopping-a").collect();
     assert_eq!(shopping_a.iter().map(|(_, _, rows)| rows).sum::<i64>(), written, "{lines:?}");
@@ -90,7 +116,7 @@ async fn the_seal_command_seals_what_calls_wrote_and_verify_finds_it_whole() {
                     WHERE v.status NOT IN ('verified', 'empty')";
     assert_eq!(count(&root, tampered).await, 0);
     let again = seal(&["--database", &operator, "--tenant", "shopping-a"]);
-    assert_eq!((again.status.code(), printed(&again)), (Some(0), vec![]));
+    assert_eq!((again.status.code(), printed(&again), partitions_made(&again)), (Some(0), vec![], vec![]));
     db::read_order(&app, &lab.supervisor_a(), "901").await.unwrap();
     let next = seal(&["--database", &operator, "--tenant", "shopping-a"]);
     let after = shopping_a.last().unwrap().1 + 1;

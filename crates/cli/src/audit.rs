@@ -21,6 +21,31 @@ pub struct Sealed {
     pub sealed_to: String,
 }
 
+/// A monthly partition of the audit made: its name, month (YYYY-MM, UTC) and the rows moved into
+/// it from the default partition.
+pub struct Partition {
+    pub name: String,
+    pub month: String,
+    pub moved: i64,
+}
+
+/// Make the audit's partitions of this month and the next two, and of any month whose rows wait
+/// in the default partition (`toolgate.audit_partitions`, a statement of its own: on a Citus
+/// cluster it runs on the coordinator, which makes them on every worker). Run before each seal,
+/// so a month has its partition before its first row, and a purge can drop it whole.
+pub async fn partitions(conninfo: &str) -> Result<Vec<Partition>> {
+    let client = db::connect_to(conninfo).await?;
+    let rows = client
+        .query(
+            "SELECT p.partition, pg_catalog.to_char(p.month AT TIME ZONE 'UTC', 'YYYY-MM'), p.moved_rows \
+               FROM toolgate.audit_partitions() p",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("toolgate.audit_partitions: {}", toolgate_pgconn::describe(&e)))?;
+    Ok(rows.iter().map(|r| Partition { name: r.get(0), month: r.get(1), moved: r.get(2) }).collect())
+}
+
 /// Seal `tenant`'s audit (every tenant's `toolgate.seal_tenants()` names, when None) in
 /// checkpoints of at most `batch` rows: tenant by tenant, each `toolgate.tenant_seal` a statement
 /// of its own, so that on a Citus cluster each runs on its tenant's worker (on one server it is
@@ -67,8 +92,8 @@ pub struct Purged {
 }
 
 /// Remove what is past each tenant's retention (`toolgate.purge`: whole sealed periods only, a
-/// signed record of each purge), `tenant`'s only when given. On one server; a Citus cluster
-/// refuses it.
+/// signed record of each purge), `tenant`'s only when given; on a Citus cluster, on the
+/// coordinator, which deletes each tenant's rows on its worker.
 pub async fn purge(conninfo: &str, tenant: Option<&str>) -> Result<Vec<Purged>> {
     let client = db::connect_to(conninfo).await?;
     let rows = client

@@ -450,12 +450,14 @@ impl Answer {
 
 #[derive(Subcommand)]
 enum AuditCommand {
-    /// Seal the audit once: every tenant's rows written since its last checkpoint, or one
-    /// tenant's, into signed checkpoints, tenant by tenant (toolgate.tenant_seal, each a statement
-    /// of its own: on a Citus cluster each runs on its tenant's worker); prints each checkpoint
-    /// written (tenant, checkpoint, rows, end of its period, tab-separated) and exits. With
-    /// --purge, then removes what is past each tenant's retention (toolgate.purge, one server
-    /// only) and prints each purge (tenant, "purged", last checkpoint, rows). For a timer
+    /// Seal the audit once: first the audit's monthly partitions made ahead
+    /// (toolgate.audit_partitions; each printed as "partition", its name, month and rows moved
+    /// into it), then every tenant's rows written since its last checkpoint, or one tenant's,
+    /// into signed checkpoints, tenant by tenant (toolgate.tenant_seal, each a statement of its
+    /// own: on a Citus cluster each runs on its tenant's worker); prints each checkpoint written
+    /// (tenant, checkpoint, rows, end of its period, tab-separated) and exits. With
+    /// --purge, then removes what is past each tenant's retention (toolgate.purge) and prints
+    /// each purge (tenant, "purged", last checkpoint, rows). For a timer
     /// (packaging/systemd/toolgate-audit.timer); the login needs toolgate_operator.
     #[command(after_help = "Exit status:\n  0  sealed (perhaps nothing new), and purged if asked\n  \
         2  a usage error, no connection, no privilege or an unknown tenant (nothing sealed), or \
@@ -514,6 +516,9 @@ fn audit_command(command: AuditCommand) -> toolgate_cli::Result<ExitCode> {
     match command {
         AuditCommand::Seal { database, tenant, batch, purge } => {
             let database = confirm::database(database, env)?;
+            for made in runtime.block_on(audit::partitions(&database))? {
+                println!("partition\t{}\t{}\t{}", made.name, made.month, made.moved);
+            }
             for sealed in runtime.block_on(audit::seal(&database, tenant.as_deref(), batch))? {
                 println!("{}\t{}\t{}\t{}", sealed.tenant, sealed.checkpoint, sealed.rows, sealed.sealed_to);
             }

@@ -31,3 +31,24 @@ SELECT v.status, count(*) FROM toolgate.verify_audit('shopping-c') v GROUP BY 1 
 BEGIN;
 SELECT * FROM toolgate.tenant_seal('shopping-a');
 ROLLBACK;
+-- The audit's partitions on a cluster: distribute() made this month's and the next two, each
+-- distributed with the tenant's other rows; made on the coordinator, a later month's partition
+-- is distributed the same. A month whose rows are in the default partition gets none (Citus
+-- cannot attach a partition that holds rows; a NOTICE names the month), and its rows stay found.
+SELECT m.partition IS NOT NULL AS partitioned, p.partmethod,
+       p.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'toolgate.ledger'::regclass)
+           AS with_the_ledger,
+       count(*)
+  FROM toolgate.audit_months() m JOIN pg_dist_partition p ON p.logicalrelid = m.partition
+ GROUP BY 1, 2, 3;
+SELECT count(*) AS made_again FROM toolgate.audit_partitions();
+SELECT count(*) AS made_ahead FROM toolgate.audit_partitions(ahead => 3);
+SELECT count(*) AS distributed_with_the_ledger
+  FROM toolgate.audit_months() m JOIN pg_dist_partition p ON p.logicalrelid = m.partition
+ WHERE p.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'toolgate.ledger'::regclass);
+INSERT INTO toolgate.audit (at, kind, tenant_id, tool, outcome, duration_us)
+VALUES (now() - interval '5 years', 'call', '(unverified)', 'request_close', 'BLOCKED', 1);
+SET client_min_messages = warning;
+SELECT count(*) AS made_for_the_old_row FROM toolgate.audit_partitions();
+RESET client_min_messages;
+SELECT count(*) AS old_rows_in_the_default FROM toolgate.audit_default WHERE at < now() - interval '4 years';

@@ -34,10 +34,13 @@ SELECT * FROM toolgate.distribute(ARRAY['maintenance.work_orders', 'maintenance.
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA maintenance, refunds FROM PUBLIC;
 
 -- Where things are: every tenant table co-located with the ledger, the configuration on every node.
+-- (The audit's monthly partitions, named by the month, are citus_seal's.)
 SELECT logicalrelid::text AS relation, CASE partmethod WHEN 'h' THEN 'hash' WHEN 'n' THEN 'reference' END AS method,
        CASE WHEN partmethod = 'h' THEN colocationid = (SELECT colocationid FROM pg_dist_partition
                                                        WHERE logicalrelid = 'toolgate.ledger'::regclass) END AS with_ledger
-  FROM pg_dist_partition ORDER BY partmethod, 1;
+  FROM pg_dist_partition
+ WHERE logicalrelid NOT IN (SELECT m.partition FROM toolgate.audit_months() m)
+ ORDER BY partmethod, 1;
 -- The tenants of both examples, spread over both workers.
 SELECT t.tenant_id, dense_rank() OVER (ORDER BY s.nodeport) AS worker
   FROM toolgate.tenants t,
