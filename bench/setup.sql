@@ -205,3 +205,7 @@ SET ROLE toolgate_admin;
 SELECT toolgate.set_policy('bench', 'erp_purchase_part', true, ARRAY['supervisor'], 0,
                            max_calls_per_conversation => 2000000000);
 RESET ROLE;
+
+-- The audit's monthly partitions, as `toolgate audit seal` makes them in production: each call's
+-- row is routed to this month's.
+SELECT count(*) FROM toolgate.audit_partitions();
