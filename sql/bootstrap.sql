@@ -330,7 +330,7 @@ CREATE TABLE toolgate.audit (
     PRIMARY KEY (tenant_id, audit_id, at)
 ) PARTITION BY RANGE (at);
 -- A partition per calendar month (UTC), made ahead by toolgate.audit_partitions (sql/seal.sql),
--- which the seal runs; a purge drops a month's partition whole once every row of it is past its
+-- which `toolgate audit seal` runs before it seals; a purge drops a month's partition whole once every row of it is past its
 -- tenant's retention. A row of a month that has no partition yet lands in the default one, and
 -- audit_partitions moves it to its month's when it makes it. Only the default partition is the
 -- extension's own (pg_dump keeps its rows with the configuration); the months are tables

@@ -1794,26 +1794,29 @@ BEGIN
     ALTER INDEX toolgate.audit_tenant_tool_at RENAME TO audit_default_tenant_id_tool_at_idx;
     DROP TRIGGER audit_no_update_or_delete ON toolgate.audit_default;
 
+    -- The NOT NULL constraints named as CREATE TABLE names them on a fresh install: PostgreSQL 18
+    -- names them (<table>_<column>_not_null), and would add a digit to a name the old table,
+    -- now audit_default, still holds.
     CREATE TABLE toolgate.audit (
-        audit_id        bigint NOT NULL,
-        at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-        kind            toolgate.audit_kind NOT NULL,
-        tenant_id       text NOT NULL,
+        audit_id        bigint CONSTRAINT audit_audit_id_not_null NOT NULL,
+        at              timestamptz CONSTRAINT audit_at_not_null NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+        kind            toolgate.audit_kind CONSTRAINT audit_kind_not_null NOT NULL,
+        tenant_id       text CONSTRAINT audit_tenant_id_not_null NOT NULL,
         conversation_id text,
         actor           text,
         role            text,
-        tool            text NOT NULL,
+        tool            text CONSTRAINT audit_tool_not_null NOT NULL,
         target          text,
         proposal_id     uuid,
-        outcome         toolgate.outcome NOT NULL,
+        outcome         toolgate.outcome CONSTRAINT audit_outcome_not_null NOT NULL,
         rule            text,
-        replayed        boolean NOT NULL DEFAULT false,
-        effects         integer NOT NULL DEFAULT 0,
-        detail          jsonb NOT NULL DEFAULT '{}',
+        replayed        boolean CONSTRAINT audit_replayed_not_null NOT NULL DEFAULT false,
+        effects         integer CONSTRAINT audit_effects_not_null NOT NULL DEFAULT 0,
+        detail          jsonb CONSTRAINT audit_detail_not_null NOT NULL DEFAULT '{}',
         args_hmac       text,
         schema_version  integer,
         policy_version  integer,
-        duration_us     bigint NOT NULL,
+        duration_us     bigint CONSTRAINT audit_duration_us_not_null NOT NULL,
         PRIMARY KEY (tenant_id, audit_id, at)
     ) PARTITION BY RANGE (at);
     CREATE INDEX audit_tenant_at ON toolgate.audit (tenant_id, at);
