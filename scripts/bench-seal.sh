@@ -63,7 +63,9 @@ SQL
     printf '%s\t%s\t%s\t%s\n' "$round" "$checkpoints" "$seal_s" "$verify_s" >>"$results"
     awk -v r="$rows" -F'\t' 'END { printf "  round %s: %s checkpoints; seal %.2f s (%d rows/s), verify %.2f s (%d rows/s)\n", $1, $2, $3, r / $3, $4, r / $4 }' "$results"
 done
-sizes=$(sql "$sock" "$port" toolgate_seal -F ' ' -c "SELECT pg_catalog.pg_size_pretty(pg_catalog.pg_total_relation_size('toolgate.audit')),
+# The audit is partitioned: its size is its partitions'.
+sizes=$(sql "$sock" "$port" toolgate_seal -F ' ' -c "SELECT pg_catalog.pg_size_pretty((SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(p.relid))::bigint
+                                                                                  FROM pg_catalog.pg_partition_tree('toolgate.audit') p)),
                                                          pg_catalog.pg_size_pretty(pg_catalog.pg_total_relation_size('toolgate.audit_checkpoints'))")
 sort -t $'\t' -k3,3g "$results" | sed -n 2p | awk -v r="$rows" -v sizes="$sizes" -F'\t' '{
     split(sizes, s, " ");
