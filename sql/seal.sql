@@ -663,7 +663,9 @@ BEGIN
         CONTINUE WHEN keep IS NULL;
         keep := greatest(keep, pg_catalog.make_interval(secs => toolgate.min_retention()));
         cutoff := pg_catalog.now() - keep;
-        -- The tenant's seal waits for this (and this for it): the chain does not move meanwhile.
+        -- Two purges of a tenant take turns, and on one server its seal waits for this (and this
+        -- for it). A seal on a Citus worker does not; nor need it: it only adds checkpoints after
+        -- the newest, and this removes only rows of checkpoints before it.
         PERFORM toolgate.seal_lock(t);
         SELECT coalesce(max(x.through_seq), 0) INTO done FROM toolgate.audit_purges x WHERE x.tenant_id = t;
         upto := NULL;
