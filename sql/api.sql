@@ -329,8 +329,9 @@ $$;
 
 -- Create the (tenant, tool) policy row, or change what the call names of it: a setting left out
 -- (or NULL) keeps the row's value, and only `clear` drops a limit (max_value,
--- max_calls_per_conversation, tier2_above, tier3_above, target_states), so a change never drops a
--- rule it did not name. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
+-- max_calls_per_conversation, tier2_above, tier3_above, target_states, approver_roles,
+-- quorum_above), so a change never drops a rule it did not name. The approval rules
+-- (approver_roles, distinct_approver, quorum, quorum_above) are docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
 -- minutes. Every call makes a new version and a policy_history row (who, when, old and new
 -- values); the new version is returned. This is the only way a policy changes for anyone but the
 -- owner.
@@ -346,7 +347,11 @@ CREATE FUNCTION toolgate.set_policy(
     tier2_above numeric DEFAULT NULL,
     tier3_above numeric DEFAULT NULL,
     target_states text[] DEFAULT NULL,
-    clear text[] DEFAULT '{}'
+    clear text[] DEFAULT '{}',
+    approver_roles text[] DEFAULT NULL,
+    distinct_approver boolean DEFAULT NULL,
+    quorum integer DEFAULT NULL,
+    quorum_above numeric DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -355,13 +360,15 @@ DECLARE
     before toolgate.policies;
     after toolgate.policies;
     clearable constant text[] := ARRAY['max_value', 'max_calls_per_conversation', 'tier2_above', 'tier3_above',
-                                       'target_states'];
+                                       'target_states', 'approver_roles', 'quorum_above'];
     named constant text[] := ARRAY[
         CASE WHEN max_value IS NOT NULL THEN 'max_value' END,
         CASE WHEN max_calls_per_conversation IS NOT NULL THEN 'max_calls_per_conversation' END,
         CASE WHEN tier2_above IS NOT NULL THEN 'tier2_above' END,
         CASE WHEN tier3_above IS NOT NULL THEN 'tier3_above' END,
-        CASE WHEN target_states IS NOT NULL THEN 'target_states' END];
+        CASE WHEN target_states IS NOT NULL THEN 'target_states' END,
+        CASE WHEN approver_roles IS NOT NULL THEN 'approver_roles' END,
+        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END];
     bad text;
 BEGIN
     SELECT c INTO bad FROM pg_catalog.unnest(coalesce(set_policy.clear, '{}')) c
@@ -369,7 +376,8 @@ BEGIN
     IF FOUND THEN
         RAISE EXCEPTION 'set_policy: clear names %, which is not a limit that can be dropped', coalesce(bad, 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states';
+                  HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states, '
+                         'approver_roles, quorum_above';
     END IF;
     SELECT c INTO bad FROM pg_catalog.unnest(set_policy.clear) c WHERE c = ANY (named) LIMIT 1;
     IF FOUND THEN
@@ -388,9 +396,11 @@ BEGIN
         END IF;
         INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
                                             max_value, max_calls_per_conversation, confirm_ttl, target_states,
+                                            approver_roles, distinct_approver, quorum, quorum_above,
                                             version, updated_by)
         VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
-                max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states, 1, who)
+                max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states,
+                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above, 1, who)
         ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
         RETURNING * INTO after;
         EXIT WHEN FOUND;
@@ -412,6 +422,12 @@ BEGIN
             confirm_ttl = coalesce(set_policy.confirm_ttl, p.confirm_ttl),
             target_states = CASE WHEN 'target_states' = ANY (set_policy.clear) THEN NULL
                                  ELSE coalesce(set_policy.target_states, p.target_states) END,
+            approver_roles = CASE WHEN 'approver_roles' = ANY (set_policy.clear) THEN NULL
+                                  ELSE coalesce(set_policy.approver_roles, p.approver_roles) END,
+            distinct_approver = coalesce(set_policy.distinct_approver, p.distinct_approver),
+            quorum = coalesce(set_policy.quorum, p.quorum),
+            quorum_above = CASE WHEN 'quorum_above' = ANY (set_policy.clear) THEN NULL
+                                ELSE coalesce(set_policy.quorum_above, p.quorum_above) END,
             version = before.version + 1,
             updated_at = pg_catalog.now(),
             updated_by = who

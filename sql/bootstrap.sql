@@ -16,7 +16,8 @@ DECLARE
     admins text;
     members text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher'] LOOP
+    FOREACH r IN ARRAY ARRAY['toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher',
+                              'toolgate_approver'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             BEGIN
                 EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
@@ -160,6 +161,16 @@ CREATE TABLE toolgate.policies (
     version                    integer NOT NULL DEFAULT 1,
     updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_by                 text NOT NULL,
+    -- Maker-checker (docs/approvals.md). NULL approver_roles: the requester confirms their own
+    -- proposal through their channel. Set: only a person holding one of these roles decides it,
+    -- through toolgate.approve; the requester's own channel "yes" no longer applies it.
+    approver_roles             text[] CHECK (pg_catalog.cardinality(approver_roles) > 0),
+    -- The approver may not be the requester (the verified iss and sub, never a name).
+    distinct_approver          boolean NOT NULL DEFAULT true,
+    -- Distinct approvals needed: `quorum` when the value is above quorum_above (always when
+    -- quorum_above is NULL), else one.
+    quorum                     integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND 16),
+    quorum_above               numeric(14, 2) CHECK (quorum_above >= 0),
     PRIMARY KEY (tenant_id, tool)
 );
 
@@ -266,6 +277,11 @@ CREATE TABLE toolgate.proposals (
     -- amount; NULL: a proposal made before 0.2.0 (Portuguese, reais).
     language        text,
     currency        text,
+    -- Who asked, as verified: the issuer ('' for a token of toolgate.keys) and every role the
+    -- token carried. An approval compares the issuer and subject (distinct_approver); the effect
+    -- an approval applies judges the requester's roles. NULL: a proposal made before 0.3.0.
+    actor_iss       text,
+    actor_roles     text[],
     PRIMARY KEY (tenant_id, proposal_id),
     CHECK ((tier = 3) = (challenge IS NOT NULL))
 );

@@ -2,14 +2,15 @@
 --
 -- toolgate.distribute(), run once on the coordinator after CREATE EXTENSION pg_toolgate (Citus
 -- creates the extension on every worker too), turns the extension's tables into Citus's layout:
---   * the tables a call writes (ledger, proposals, conversations, quota_usage, limit_usage, audit,
---     outbox, person_keys), the audit's checkpoints and erasures, distributed by tenant_id and
+--   * the tables a call writes (ledger, proposals, approvals, conversations, quota_usage,
+--     limit_usage, audit, outbox, person_keys), the audit's checkpoints and erasures, distributed by tenant_id and
 --     co-located, so one tenant's rows are on one node;
 --   * the configuration (tenants, keys, issuers, tools, schemas, bindings, policy, limits,
 --     switches, their history, the audit key, the seal keys, administrators, ERP endpoints) as
 --     reference tables,
 --     a copy on every node, read locally by every call;
---   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read) delegated to
+--   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read,
+--     tenant_approve, tenant_pending) delegated to
 --     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
 --     row-level security on toolgate.current_tenant() included, runs in one backend there; so
 --     are the outbox's, which name a tenant (tenant_claim_outbox, renew_outbox, settle_outbox with
@@ -56,10 +57,12 @@ DECLARE
                                        'seal_keys', 'audit_retention'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
                                            'limit_usage', 'audit_checkpoints', 'audit_purges', 'person_keys',
-                                           'erasures'];
+                                           'erasures', 'approvals'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',
+                                          'toolgate.tenant_approve(text,text,text,text,text)',
+                                          'toolgate.tenant_pending(text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',

@@ -6,7 +6,8 @@ REVOKE ALL ON ALL TABLES IN SCHEMA toolgate FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA toolgate FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA toolgate FROM PUBLIC;
 
-GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_agent, toolgate_auditor, toolgate_dispatcher;
+GRANT USAGE ON SCHEMA toolgate TO toolgate_admin, toolgate_operator, toolgate_agent, toolgate_auditor, toolgate_dispatcher,
+                                  toolgate_approver;
 
 -- The application: the entry points, and nothing else.
 GRANT EXECUTE ON FUNCTION
@@ -37,7 +38,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.unset_tenant_issuer(text),
     toolgate.set_tool_schema(text, jsonb),
     toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[],
-                        text[]),
+                        text[], text[], boolean, integer, numeric),
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_tenant_time_zone(text, text),
     toolgate.set_limit(text, text, numeric, text, interval, text, text, text, boolean),
@@ -106,6 +107,14 @@ GRANT SELECT ON toolgate.tool_catalog TO toolgate_admin, toolgate_auditor;
 GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.alert_denials_per_hour,
                 toolgate.alert_repeated_denials, toolgate.alert_tool_not_allowed, toolgate.alert_outbox
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
+
+-- Approvers (docs/approvals.md): a person's decision on a proposal, and what waits for them;
+-- each proven by the approver's own identity token. Auditors and administrators read who
+-- decided what.
+GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
+                          toolgate.pending(text), toolgate.tenant_pending(text, text)
+TO toolgate_approver;
+GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP
 -- answered, and nothing else; it reads no table.

@@ -332,10 +332,12 @@ DECLARE
                                        'seal_keys', 'audit_retention'];
     tenant_tables constant text[] := ARRAY['ledger', 'proposals', 'conversations', 'quota_usage', 'audit', 'outbox',
                                            'limit_usage', 'audit_checkpoints', 'audit_purges', 'person_keys',
-                                           'erasures'];
+                                           'erasures', 'approvals'];
     entry_points constant text[] := ARRAY['toolgate.tenant_call(text,text,text,text,jsonb)',
                                           'toolgate.tenant_read(text,text,text,jsonb)',
                                           'toolgate.tenant_confirm(text,text,text)',
+                                          'toolgate.tenant_approve(text,text,text,text,text)',
+                                          'toolgate.tenant_pending(text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
@@ -1956,3 +1958,248 @@ $$;
 REVOKE ALL ON FUNCTION toolgate.audit_month(timestamptz), toolgate.audit_months(), toolgate.audit_partitions(integer),
                        toolgate.audit_triggers(boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION toolgate.audit_partitions(integer) TO toolgate_operator, toolgate_admin;
+
+------------------------------------------------------------------------------------------------
+-- 6. Maker-checker (docs/approvals.md): the role toolgate_approver (made, or adopted as a group
+--    role, as sql/bootstrap.sql does for the others), the policy row's approval rules, who asked
+--    on each proposal, the approvals, approve and pending, and set_policy taking the rules.
+------------------------------------------------------------------------------------------------
+
+DO $roles$
+DECLARE
+    r constant text := 'toolgate_approver';
+    bad text;
+    admins text;
+    members text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        EXCEPTION WHEN unique_violation OR duplicate_object THEN
+            NULL;
+        END;
+        RETURN;
+    END IF;
+    SELECT pg_catalog.concat_ws(', ',
+               CASE WHEN a.rolcanlogin THEN 'LOGIN' END, CASE WHEN a.rolpassword IS NOT NULL THEN 'a password' END,
+               CASE WHEN a.rolsuper THEN 'SUPERUSER' END, CASE WHEN a.rolcreaterole THEN 'CREATEROLE' END,
+               CASE WHEN a.rolcreatedb THEN 'CREATEDB' END, CASE WHEN a.rolbypassrls THEN 'BYPASSRLS' END,
+               CASE WHEN a.rolreplication THEN 'REPLICATION' END)
+      INTO bad FROM pg_catalog.pg_authid a WHERE a.rolname = r;
+    IF bad <> '' THEN
+        RAISE EXCEPTION 'role % already exists with %: pg_toolgate''s roles are group roles', r, bad
+            USING ERRCODE = 'invalid_object_definition',
+                  HINT = pg_catalog.format('ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS NOREPLICATION PASSWORD NULL, then update again.', r);
+    END IF;
+    SELECT pg_catalog.string_agg(DISTINCT m.member::pg_catalog.regrole::text, ', ') FILTER (WHERE m.admin_option),
+           pg_catalog.string_agg(DISTINCT m.member::pg_catalog.regrole::text, ', ') FILTER (WHERE NOT m.admin_option)
+      INTO admins, members FROM pg_catalog.pg_auth_members m WHERE m.roleid = r::pg_catalog.regrole;
+    IF admins IS NOT NULL THEN
+        RAISE WARNING 'role % already exists and % may grant it to others (ADMIN OPTION)', r, admins
+            USING HINT = pg_catalog.format('REVOKE ADMIN OPTION FOR %I FROM …, unless that is meant.', r);
+    END IF;
+    IF members IS NOT NULL THEN
+        RAISE NOTICE 'role % already exists and is granted to %: they keep what pg_toolgate grants it', r, members;
+    END IF;
+END
+$roles$;
+
+ALTER TABLE toolgate.policies
+    -- Maker-checker (docs/approvals.md). NULL approver_roles: the requester confirms their own
+    -- proposal through their channel. Set: only a person holding one of these roles decides it,
+    -- through toolgate.approve; the requester's own channel "yes" no longer applies it.
+    ADD COLUMN approver_roles             text[] CHECK (pg_catalog.cardinality(approver_roles) > 0),
+    -- The approver may not be the requester (the verified iss and sub, never a name).
+    ADD COLUMN distinct_approver          boolean NOT NULL DEFAULT true,
+    -- Distinct approvals needed: `quorum` when the value is above quorum_above (always when
+    -- quorum_above is NULL), else one.
+    ADD COLUMN quorum                     integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND 16),
+    ADD COLUMN quorum_above               numeric(14, 2) CHECK (quorum_above >= 0);
+
+-- Who asked, as verified (an approval compares the issuer and subject; the effect an approval
+-- applies judges the requester's roles). NULL on the proposals made before this update.
+ALTER TABLE toolgate.proposals ADD COLUMN actor_iss text, ADD COLUMN actor_roles text[];
+
+-- Every approver's decision on a proposal: who (the verified issuer, '' for a token of
+-- toolgate.keys, and subject), what they decided, the digest of the arguments they decided on,
+-- and when. One row per approver and proposal: nobody approves the same proposal twice.
+CREATE TABLE toolgate.approvals (
+    tenant_id    text NOT NULL,
+    proposal_id  uuid NOT NULL,
+    approver_iss text NOT NULL,
+    approver     text NOT NULL,
+    decision     text NOT NULL CHECK (decision IN ('approve', 'decline')),
+    args_digest  text NOT NULL,
+    decided_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, proposal_id, approver_iss, approver)
+);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.approvals', '');
+
+DO $create$
+BEGIN
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.approve(identity text, proposal_id text, decision text, word text DEFAULT NULL)
+        RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'approve_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_approve(tenant text, identity text, proposal_id text, decision text,
+                                                word text DEFAULT NULL)
+        RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_approve_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.pending(identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'pending_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_pending(tenant text, identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_pending_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+END
+$create$;
+
+COMMENT ON FUNCTION toolgate.approve(text, text, text, text) IS
+    'An approver''s decision (approve or decline) on a proposal of their tenant, proven by their own identity token; the approval that completes the quorum applies it.';
+COMMENT ON FUNCTION toolgate.tenant_approve(text, text, text, text, text) IS
+    'toolgate.approve routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.pending(text) IS
+    'The live proposals the approver whose identity token this is may decide, newest first.';
+COMMENT ON FUNCTION toolgate.tenant_pending(text, text) IS
+    'toolgate.pending routed by the tenant; the token must name that tenant.';
+
+DROP FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric,
+                                  text[], text[]);
+-- Create the (tenant, tool) policy row, or change what the call names of it: a setting left out
+-- (or NULL) keeps the row's value, and only `clear` drops a limit (max_value,
+-- max_calls_per_conversation, tier2_above, tier3_above, target_states, approver_roles,
+-- quorum_above), so a change never drops a rule it did not name. The approval rules
+-- (approver_roles, distinct_approver, quorum, quorum_above) are docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
+-- minutes. Every call makes a new version and a policy_history row (who, when, old and new
+-- values); the new version is returned. This is the only way a policy changes for anyone but the
+-- owner.
+CREATE FUNCTION toolgate.set_policy(
+    tenant_id text,
+    tool text,
+    allowed boolean DEFAULT NULL,
+    roles text[] DEFAULT NULL,
+    tier integer DEFAULT NULL,
+    max_value numeric DEFAULT NULL,
+    max_calls_per_conversation integer DEFAULT NULL,
+    confirm_ttl interval DEFAULT NULL,
+    tier2_above numeric DEFAULT NULL,
+    tier3_above numeric DEFAULT NULL,
+    target_states text[] DEFAULT NULL,
+    clear text[] DEFAULT '{}',
+    approver_roles text[] DEFAULT NULL,
+    distinct_approver boolean DEFAULT NULL,
+    quorum integer DEFAULT NULL,
+    quorum_above numeric DEFAULT NULL
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+DECLARE
+    who text := toolgate.caller();
+    before toolgate.policies;
+    after toolgate.policies;
+    clearable constant text[] := ARRAY['max_value', 'max_calls_per_conversation', 'tier2_above', 'tier3_above',
+                                       'target_states', 'approver_roles', 'quorum_above'];
+    named constant text[] := ARRAY[
+        CASE WHEN max_value IS NOT NULL THEN 'max_value' END,
+        CASE WHEN max_calls_per_conversation IS NOT NULL THEN 'max_calls_per_conversation' END,
+        CASE WHEN tier2_above IS NOT NULL THEN 'tier2_above' END,
+        CASE WHEN tier3_above IS NOT NULL THEN 'tier3_above' END,
+        CASE WHEN target_states IS NOT NULL THEN 'target_states' END,
+        CASE WHEN approver_roles IS NOT NULL THEN 'approver_roles' END,
+        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END];
+    bad text;
+BEGIN
+    SELECT c INTO bad FROM pg_catalog.unnest(coalesce(set_policy.clear, '{}')) c
+     WHERE c IS NULL OR c <> ALL (clearable) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'set_policy: clear names %, which is not a limit that can be dropped', coalesce(bad, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states, '
+                         'approver_roles, quorum_above';
+    END IF;
+    SELECT c INTO bad FROM pg_catalog.unnest(set_policy.clear) c WHERE c = ANY (named) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'set_policy: % is both given and cleared', bad USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One change at a time per (tenant, tool), so versions never repeat: the row itself is the
+    -- lock (no advisory lock, which any client could take and hold). A first row is inserted
+    -- unless a concurrent first insert won; then that row is locked and updated.
+    LOOP
+        SELECT * INTO before FROM toolgate.policies p
+         WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool FOR UPDATE;
+        EXIT WHEN FOUND;
+        IF allowed IS NULL OR roles IS NULL OR tier IS NULL THEN
+            RAISE EXCEPTION 'set_policy: a new policy row for (%, %) needs allowed, roles and tier', tenant_id, tool
+                USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
+                                            max_value, max_calls_per_conversation, confirm_ttl, target_states,
+                                            approver_roles, distinct_approver, quorum, quorum_above,
+                                            version, updated_by)
+        VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
+                max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states,
+                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above, 1, who)
+        ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
+        RETURNING * INTO after;
+        EXIT WHEN FOUND;
+    END LOOP;
+    IF before.version IS NOT NULL THEN
+        UPDATE toolgate.policies p SET
+            allowed = coalesce(set_policy.allowed, p.allowed),
+            roles = coalesce(set_policy.roles, p.roles),
+            tier = coalesce(set_policy.tier, p.tier),
+            tier2_above = CASE WHEN 'tier2_above' = ANY (set_policy.clear) THEN NULL
+                               ELSE coalesce(set_policy.tier2_above, p.tier2_above) END,
+            tier3_above = CASE WHEN 'tier3_above' = ANY (set_policy.clear) THEN NULL
+                               ELSE coalesce(set_policy.tier3_above, p.tier3_above) END,
+            max_value = CASE WHEN 'max_value' = ANY (set_policy.clear) THEN NULL
+                             ELSE coalesce(set_policy.max_value, p.max_value) END,
+            max_calls_per_conversation = CASE WHEN 'max_calls_per_conversation' = ANY (set_policy.clear) THEN NULL
+                                              ELSE coalesce(set_policy.max_calls_per_conversation,
+                                                            p.max_calls_per_conversation) END,
+            confirm_ttl = coalesce(set_policy.confirm_ttl, p.confirm_ttl),
+            target_states = CASE WHEN 'target_states' = ANY (set_policy.clear) THEN NULL
+                                 ELSE coalesce(set_policy.target_states, p.target_states) END,
+            approver_roles = CASE WHEN 'approver_roles' = ANY (set_policy.clear) THEN NULL
+                                  ELSE coalesce(set_policy.approver_roles, p.approver_roles) END,
+            distinct_approver = coalesce(set_policy.distinct_approver, p.distinct_approver),
+            quorum = coalesce(set_policy.quorum, p.quorum),
+            quorum_above = CASE WHEN 'quorum_above' = ANY (set_policy.clear) THEN NULL
+                                ELSE coalesce(set_policy.quorum_above, p.quorum_above) END,
+            version = before.version + 1,
+            updated_at = pg_catalog.now(),
+            updated_by = who
+         WHERE p.tenant_id = set_policy.tenant_id AND p.tool = set_policy.tool
+        RETURNING * INTO after;
+    END IF;
+    INSERT INTO toolgate.policy_history (tenant_id, tool, version, changed_at, changed_by, old, new)
+    VALUES (after.tenant_id, after.tool, after.version, pg_catalog.now(), who,
+            CASE WHEN before.version IS NULL THEN NULL ELSE pg_catalog.to_jsonb(before) END,
+            pg_catalog.to_jsonb(after));
+    RETURN after.version;
+END
+$$;
+
+REVOKE ALL ON TABLE toolgate.approvals FROM PUBLIC;
+REVOKE ALL ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
+                       toolgate.pending(text), toolgate.tenant_pending(text, text),
+                       toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
+                                           numeric, text[], text[], text[], boolean, integer, numeric)
+FROM PUBLIC;
+GRANT USAGE ON SCHEMA toolgate TO toolgate_approver;
+GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
+                          toolgate.pending(text), toolgate.tenant_pending(text, text)
+TO toolgate_approver;
+GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
+GRANT EXECUTE ON FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
+                                              numeric, text[], text[], text[], boolean, integer, numeric)
+TO toolgate_admin;

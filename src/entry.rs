@@ -164,6 +164,36 @@ fn tenant_confirm(tenant: Option<&str>, identity: Option<&str>, confirmation: Op
     guarded("confirm", || gate::confirm(identity, confirmation, routed_by(tenant)).jsonb())
 }
 
+/// An approver's decision on a proposal (docs/approvals.md).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn approve(identity: Option<&str>, proposal_id: Option<&str>, decision: Option<&str>, word: Option<&str>) -> Jsonb {
+    guarded("approve", || gate::approve(identity, proposal_id, decision, word, None).jsonb())
+}
+
+/// `approve` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_approve(
+    tenant: Option<&str>,
+    identity: Option<&str>,
+    proposal_id: Option<&str>,
+    decision: Option<&str>,
+    word: Option<&str>,
+) -> Jsonb {
+    guarded("approve", || gate::approve(identity, proposal_id, decision, word, routed_by(tenant)).jsonb())
+}
+
+/// The proposals an approver may decide now.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn pending(identity: Option<&str>) -> Jsonb {
+    guarded("pending", || Jsonb::of(&gate::pending(identity, None).to_json()))
+}
+
+/// `pending` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_pending(tenant: Option<&str>, identity: Option<&str>) -> Jsonb {
+    guarded("pending", || Jsonb::of(&gate::pending(identity, routed_by(tenant)).to_json()))
+}
+
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the
 /// verdict is exactly what the call would get now, and nothing (audit, quota, ledger, proposal,
 /// ERP) is kept.

@@ -173,11 +173,19 @@ extension_sql_file!(
 );
 extension_sql_file!("../sql/outbox.sql", name = "outbox", requires = ["registry"]);
 extension_sql_file!("../sql/limits.sql", name = "limits", requires = ["outbox"]);
+extension_sql_file!("../sql/approvals.sql", name = "approvals", requires = ["limits"]);
 extension_sql_file!(
     "../sql/seal.sql",
     name = "seal",
-    requires =
-        ["limits", seal_new_seed, seal_public_key, seal_signature, seal_signature_valid, seal_lock, wait_for_writers]
+    requires = [
+        "approvals",
+        seal_new_seed,
+        seal_public_key,
+        seal_signature,
+        seal_signature_valid,
+        seal_lock,
+        wait_for_writers
+    ]
 );
 extension_sql_file!("../sql/erasure.sql", name = "erasure", requires = ["seal", pseudonym, audited_target]);
 extension_sql_file!("../sql/views.sql", name = "views", requires = ["erasure"]);
@@ -273,9 +281,10 @@ mod tests {
     fn extension_installs_its_roles() {
         let n = Spi::get_one::<i64>(
             "SELECT count(*) FROM pg_roles WHERE rolname IN \
-             ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher')",
+             ('toolgate_admin', 'toolgate_operator', 'toolgate_agent', 'toolgate_auditor', 'toolgate_dispatcher', \
+             'toolgate_approver')",
         );
-        assert_eq!(n, Ok(Some(5)));
+        assert_eq!(n, Ok(Some(6)));
     }
 
     #[pg_test(error = "invalid public key: public key must be base64url (JWK x) or PEM")]

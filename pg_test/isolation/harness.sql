@@ -181,6 +181,35 @@ SELECT :'pid'::uuid AS proposal;
 \set tok `${TOOLGATE_MINT:?} yes iso-lim :pid sim`
 INSERT INTO isolation.tokens VALUES ('lim2:yes', :'tok');
 
+-- iso-appr: maker-checker (approval_race). A purchase needs two buyers' approvals; a
+-- technician's proposal waits for them. The approvers' sessions run as toolgate_approver.
+RESET ROLE;
+SELECT toolgate.add_tenant('iso-appr', 'Isolation approvals');
+SELECT toolgate.set_policy('iso-appr', 'request_purchase_part', allowed => true, roles => ARRAY['technician'],
+                           tier => 1, max_value => 1000, max_calls_per_conversation => 10,
+                           approver_roles => ARRAY['buyer'], quorum => 2);
+\set pk `${TOOLGATE_MINT:?} key idp-iso-appr`
+SELECT toolgate.add_key('iso-appr', 'idp-iso-appr', 'identity', :'pk');
+INSERT INTO maintenance.work_orders (tenant_id, order_id, status, inspected) VALUES ('iso-appr', '961', 'open', true);
+INSERT INTO maintenance.parts (tenant_id, part_id, name, unit_price, max_quantity) VALUES
+    ('iso-appr', 'P-60', 'Peça de 60', 60.00, 5);
+INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) VALUES
+    ('iso-appr', 'CC-APPR', 'Aprovações (folga)', 1000.00);
+\set tok `${TOOLGATE_MINT:?} id iso-appr bob buyer`
+INSERT INTO isolation.tokens VALUES ('appr-bob', :'tok');
+\set tok `${TOOLGATE_MINT:?} id iso-appr ben buyer`
+INSERT INTO isolation.tokens VALUES ('appr-ben', :'tok');
+\set tok `${TOOLGATE_MINT:?} id iso-appr cid buyer`
+INSERT INTO isolation.tokens VALUES ('appr-cid', :'tok');
+\set tech `${TOOLGATE_MINT:?} id iso-appr tim technician`
+SET ROLE toolgate_agent;
+SELECT r->'proposal'->>'id' AS pid FROM toolgate.request_purchase_part(:'tech', 'iso-appr-1',
+       '{"order_id": "961", "part_id": "P-60", "quantity": 1, "cost_center": "CC-APPR", "idempotency_key": "iso-appr-961"}') r \gset
+RESET ROLE;
+INSERT INTO isolation.tokens VALUES ('appr:proposal', :'pid');
+GRANT USAGE ON SCHEMA isolation TO toolgate_approver;
+GRANT EXECUTE ON FUNCTION isolation.token(text) TO toolgate_approver;
+
 -- The state every permutation starts from: copies of every table a call can change.
 CREATE TABLE isolation.base_ledger AS TABLE toolgate.ledger;
 CREATE TABLE isolation.base_proposals AS TABLE toolgate.proposals;
@@ -206,7 +235,7 @@ CREATE FUNCTION isolation.reset() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     TRUNCATE maintenance.close_requests, maintenance.purchases, toolgate.ledger, toolgate.proposals,
-             toolgate.quota_usage, toolgate.limit_usage, toolgate.write_switches;
+             toolgate.quota_usage, toolgate.limit_usage, toolgate.write_switches, toolgate.approvals;
     INSERT INTO toolgate.ledger SELECT * FROM isolation.base_ledger;
     -- Live proposals wait their full time again, whenever the permutation runs.
     INSERT INTO toolgate.proposals SELECT * FROM isolation.base_proposals;

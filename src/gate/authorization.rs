@@ -27,6 +27,32 @@ pub struct Policy {
     /// The states the tool's target may be in; `None`: those of the tool's definition (any if it
     /// names none either).
     pub target_states: Option<Vec<String>>,
+    /// Maker-checker: who decides the tool's proposals besides the requester (`None`: the
+    /// requester alone, through their channel).
+    pub approvals: Option<Approvals>,
+}
+
+/// A policy row's approval rules (docs/approvals.md).
+#[derive(Clone, Debug)]
+pub struct Approvals {
+    /// The roles an approver must hold one of.
+    pub roles: Vec<String>,
+    /// The approver may not be the requester.
+    pub distinct: bool,
+    /// Distinct approvals needed for a value above `quorum_above` (for any value if `None`).
+    pub quorum: i32,
+    pub quorum_above: Option<Decimal>,
+}
+
+impl Approvals {
+    /// How many distinct approvals a proposal of this value needs.
+    pub fn needed(&self, value: Option<Decimal>) -> i32 {
+        match (self.quorum_above, value) {
+            (None, _) => self.quorum,
+            (Some(above), Some(value)) if value > above => self.quorum,
+            _ => 1,
+        }
+    }
 }
 
 /// The kill switch as SQL, the gate's one way of reading it: writes are on for `$tool` unless the
@@ -68,6 +94,10 @@ struct Row {
     ttl: f64,
     version: i32,
     target_states: Option<Vec<String>>,
+    approver_roles: Option<Vec<String>>,
+    distinct_approver: bool,
+    quorum: i32,
+    quorum_above: Option<String>,
 }
 
 thread_local! {
@@ -87,7 +117,8 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
             writes_enabled_sql!("$2"),
             ", EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
          p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
-         p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version, p.target_states \
+         p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version, p.target_states, \
+         p.approver_roles, p.distinct_approver, p.quorum, p.quorum_above::text \
          FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2"
         ),
         &[tenant.into(), tool.into()],
@@ -105,6 +136,10 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
                 ttl: r.get(10)?.unwrap_or(0.0),
                 version: r.get(11)?.unwrap_or(0),
                 target_states: r.get(12)?,
+                approver_roles: r.get(13)?,
+                distinct_approver: r.get(14)?.unwrap_or(true),
+                quorum: r.get(15)?.unwrap_or(1),
+                quorum_above: r.get(16)?,
             })
         },
     )
@@ -175,8 +210,16 @@ fn judge(who: &Identity, tool: &str, sensitive: bool, writes: bool, audit: &mut 
     if !who.has_any_role(&row.roles) {
         return Err(Deny::because(Rule::RoleNotAllowed, json!({"role": who.role})));
     }
-    let decimal = |v: Option<String>| v.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"));
-    Ok(Policy {
+    Ok(policy(row))
+}
+
+fn decimal(v: Option<String>) -> Option<Decimal> {
+    v.map(|v| Decimal::from_str(&v).expect("numeric text is a decimal"))
+}
+
+fn policy(row: Row) -> Policy {
+    let approvals = approvals(&row);
+    Policy {
         version: row.version,
         tier: row.tier,
         tier2_above: decimal(row.tier2_above),
@@ -185,5 +228,26 @@ fn judge(who: &Identity, tool: &str, sensitive: bool, writes: bool, audit: &mut 
         max_calls: row.max_calls,
         confirm_ttl_seconds: row.ttl,
         target_states: row.target_states,
+        approvals,
+    }
+}
+
+fn approvals(row: &Row) -> Option<Approvals> {
+    Some(Approvals {
+        roles: row.approver_roles.clone()?,
+        distinct: row.distinct_approver,
+        quorum: row.quorum,
+        quorum_above: decimal(row.quorum_above.clone()),
     })
+}
+
+/// The approval rules of the (tenant, tool) policy row as it stands, whoever asks (an approver
+/// holds none of the row's caller roles); `None` without a row allowing the tool or without
+/// approver roles.
+pub fn approval_rules(tenant: &str, tool: &str) -> Option<Approvals> {
+    let row = policy_row(tenant, tool);
+    if row.allowed != Some(true) {
+        return None;
+    }
+    approvals(&row)
 }

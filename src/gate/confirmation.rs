@@ -61,9 +61,10 @@ pub fn propose(
     spi::one(
         "INSERT INTO toolgate.proposals (tenant_id, conversation_id, actor, tool, target, args, \
          args_digest, idempotency_key, text, tier, challenge, schema_version, policy_version, status, \
-         expires_at, amount, account, definition, language, currency) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, \
-         $9, $10, $11, $12, $13, 'live', pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), \
-         $15::numeric, $16, $17, $18, $19) \
+         expires_at, amount, account, definition, language, currency, actor_iss, actor_roles) VALUES ($1, $2, $3, $4, \
+         $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, 'live', \
+         pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $14), $15::numeric, $16, $17, $18, $19, $20, \
+         $21) \
          RETURNING proposal_id::text, expires_at",
         &[
             who.tenant.as_str().into(),
@@ -85,10 +86,21 @@ pub fn propose(
             intent.binding.definition.as_str().into(),
             language.tag().into(),
             intent.valued.as_ref().map(|_| intent.locale.currency.code.clone()).into(),
+            who.iss.as_deref().unwrap_or_default().into(),
+            roles_of(who).into(),
         ],
         |r| Ok(ProposalView { id: spi::col(r, 1)?, text: text.clone(), tier, expires_at: spi::iso_utc(r, 2)? }),
     )
     .expect("INSERT … RETURNING returns the row")
+}
+
+/// Every role a verified identity carries.
+pub fn roles_of(who: &Identity) -> Vec<String> {
+    if who.roles.is_empty() {
+        vec![who.role.clone()]
+    } else {
+        who.roles.clone()
+    }
 }
 
 /// A proposal as `confirm` finds it.
@@ -126,6 +138,10 @@ pub struct Stored {
     pub settled_reply: Option<String>,
     /// What the tool's target function found when `load` locked the proposal's target.
     pub locked_target: Option<domain::Locked>,
+    /// The requester's verified issuer ('' for a key's token) and roles; `None` for a proposal
+    /// made before 0.3.0.
+    pub actor_iss: Option<String>,
+    pub actor_roles: Option<Vec<String>>,
 }
 
 /// The confirmation token, verified against a channel key of the caller's tenant.
@@ -150,7 +166,8 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
     let mut stored = spi::one(
         "SELECT p.proposal_id::text, p.conversation_id, p.actor, p.tool, p.target, p.args, \
          p.args_digest, p.idempotency_key, p.tier, p.challenge, pg_catalog.date_part('epoch', p.created_at), \
-         p.schema_version, p.amount::text, p.account, p.definition, p.language, p.currency \
+         p.schema_version, p.amount::text, p.account, p.definition, p.language, p.currency, p.actor_iss, \
+         p.actor_roles \
          FROM toolgate.proposals p WHERE p.proposal_id = $1::uuid AND p.tenant_id = $2",
         &[id.into(), who.tenant.as_str().into()],
         |r| {
@@ -177,6 +194,8 @@ pub fn load(who: &Identity, id: &str) -> Step<Stored> {
                 currency: r.get(17)?,
                 settled_reply: None,
                 locked_target: None,
+                actor_iss: r.get(18)?,
+                actor_roles: r.get(19)?,
             })
         },
     )
@@ -210,6 +229,18 @@ fn relock(p: &mut Stored) -> Step<()> {
             &[p.tenant.as_str().into(), p.tool.as_str().into(), p.key.as_str().into(), p.id.as_str().into()],
             |r| spi::col::<String>(r, 1),
         );
+    }
+    Ok(())
+}
+
+/// The proposal `load` read, locked, and still live and unexpired (an expired one is marked so):
+/// what an approver's decision needs before anything is written.
+pub fn lock_live(p: &mut Stored) -> Step<()> {
+    relock(p)?;
+    if p.status != "live" || !p.unexpired {
+        expire(p);
+        let reason = if p.status == "live" { "expired" } else { p.status.as_str() };
+        return Err(Deny::because(Rule::ProposalNotLive, json!({"reason": reason})));
     }
     Ok(())
 }
@@ -271,7 +302,7 @@ pub fn answer(p: &mut Stored, who: &Identity, c: &Confirmation) -> Step<Answer> 
 /// distributed table. The same moment is the decision's time and the one the expiry is judged
 /// at.
 #[cfg_attr(feature = "steps", inline(never))]
-fn claim(p: &mut Stored, answer: &Answer) -> bool {
+pub fn claim(p: &mut Stored, answer: &Answer) -> bool {
     let status = answer.status().expect("an answer that decides");
     let claimed = spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
@@ -379,7 +410,7 @@ pub fn same_value(p: &Stored, intent: &Intent) -> Step<()> {
 
 /// Mark a proposal `answer` read or locked with what became of it without a person's decision:
 /// invalidated or expired. The wall clock is a parameter, as in `claim`.
-fn decide(p: &Stored, status: &'static str) {
+pub fn decide(p: &Stored, status: &'static str) {
     spi::run(
         "UPDATE toolgate.proposals SET status = $2, decided_at = $4 \
          WHERE tenant_id = $3 AND proposal_id = $1::uuid",

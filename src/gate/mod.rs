@@ -1,6 +1,7 @@
 //! The gate (docs/architecture.md §5). `request` reads top to bottom like §5: each step passes or
 //! ends the call with an audited outcome, and nothing after it runs.
 
+pub mod approval;
 pub mod authorization;
 pub mod binding;
 pub mod confirmation;
@@ -303,7 +304,7 @@ fn decide_proposal(
         Answer::Approved => {}
     }
     // Marked applied by `answer`: a refusal from here on makes it live again.
-    let applied = apply_approved(who, &mut p, audit);
+    let applied = apply_approved(who, &mut p, Decider::Requester, audit);
     if applied.is_err() {
         confirmation::reopen(&p);
     }
@@ -311,10 +312,20 @@ fn decide_proposal(
     Ok(Decided::settling_pending(reply, &who.tenant, &p.tool, &p.key))
 }
 
+/// Who said the yes that applies a proposal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decider {
+    /// The requester, through their channel (`confirm`).
+    Requester,
+    /// The approvers of the tool's policy row (`approve`), the last completing the quorum.
+    Approvers,
+}
+
 /// An approved proposal, locked and marked applied: its definition and value still the ones
-/// consented to, steps 4 and 5 against the current state, then the effect.
+/// consented to, steps 4 and 5 against the current state, then the effect. `who` is the
+/// requester.
 #[inline(always)]
-fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audit) -> Step<Reply> {
+fn apply_approved(who: &Identity, p: &mut confirmation::Stored, by: Decider, audit: &mut Audit) -> Step<Reply> {
     // Consent was given to this definition of the tool: a tool (or a bound function) changed
     // since needs a new proposal.
     let tool = contract::tool(&p.tool);
@@ -335,6 +346,11 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audi
         value: std::mem::take(&mut p.args),
     };
     let (policy, target) = authorize(who, &p.tool, &args, Sought::Confirmation(&mut p.locked_target), audit)?;
+    // A tool whose policy row names approvers: the requester's own yes does not apply it.
+    if by == Decider::Requester && policy.approvals.is_some() {
+        let needs = Deny::because(Rule::ApprovalRequired, json!({"reason": "approver_roles"}));
+        audit.step(StepName::Confirmation, Err::<(), Deny>(needs))?;
+    }
     let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount
     // or account, or a policy that now asks more, needs a new proposal.
@@ -356,6 +372,98 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, audit: &mut Audi
     let applied = effect::apply(&intent);
     limits::after_effect(&charged, &applied, &p.tool, &p.key);
     audit.step(StepName::Effect, applied)
+}
+
+/// `approve`: an approver's decision on a proposal of their tenant (docs/approvals.md), audited as
+/// a confirmation under the approver's identity.
+#[cfg_attr(feature = "steps", inline(never))]
+pub fn approve(
+    identity_token: Option<&str>,
+    proposal: Option<&str>,
+    decision: Option<&str>,
+    word: Option<&str>,
+    routed: Option<&str>,
+) -> Replied {
+    config::begin_call();
+    let mut audit = Audit::start("confirm", "approve");
+    let replied = run_approve(identity_token, proposal, decision, word, routed, &mut audit)
+        .unwrap_or_else(|deny| audit.denied(deny).into());
+    audit.record(&replied.reply);
+    replied
+}
+
+fn run_approve(
+    identity_token: Option<&str>,
+    proposal: Option<&str>,
+    decision: Option<&str>,
+    word: Option<&str>,
+    routed: Option<&str>,
+    audit: &mut Audit,
+) -> Step<Replied> {
+    let who = identify(audit, identity_token, routed)?;
+    let decision = audit.step(StepName::Confirmation, approval::Decision::parse(decision))?;
+    let proposal = proposal.unwrap_or_default();
+    scope::scope(audit, |audit| decide_approval(&who, proposal, decision, word, audit)).map(Decided::settle)
+}
+
+/// An approver's decision: the proposal read (its target locked, then itself), the approver's
+/// eligibility, the decision recorded; a decline cancels the proposal, the approval that completes
+/// the quorum applies it for the requester (steps 4 and 5 again, then the effect).
+#[cfg_attr(feature = "steps", inline(never))]
+fn decide_approval(
+    who: &Identity,
+    proposal: &str,
+    decision: approval::Decision,
+    word: Option<&str>,
+    audit: &mut Audit,
+) -> Step<Decided<'static>> {
+    let mut p = audit.step(StepName::Confirmation, confirmation::load(who, proposal))?;
+    audit.tool(&p.tool);
+    audit.conversation(&p.conversation);
+    audit.target(&p.target);
+    audit.proposal(&p.id);
+    audit.step(StepName::Confirmation, confirmation::lock_live(&mut p))?;
+    let rules = audit.step(StepName::Confirmation, approval::eligible(who, &p))?;
+    if decision == approval::Decision::Decline {
+        approval::record(who, &p, decision);
+        confirmation::decide(&p, "declined");
+        return Ok(Decided::settling_pending(Reply::denied(Rule::HumanDeclined), &p.tenant, &p.tool, &p.key));
+    }
+    audit.step(StepName::Confirmation, approval::word_matches(&p, word))?;
+    let approvals = approval::record(who, &p, decision);
+    let needed = approval::needed(&rules, &p);
+    audit.note("approvals", json!({"approvals": approvals, "needed": needed}));
+    if approvals < needed {
+        return Ok(Decided::reply(Reply::awaiting_approvals(&p.id, approvals, needed)));
+    }
+    // The quorum is complete: the proposal is applied for the requester, as their own yes would.
+    if !confirmation::claim(&mut p, &Answer::Approved) {
+        return Err(Deny::because(Rule::ProposalNotLive, json!({"reason": "expired"})));
+    }
+    let requester = approval::requester(&p);
+    let applied = apply_approved(&requester, &mut p, Decider::Approvers, audit);
+    if applied.is_err() {
+        confirmation::reopen(&p);
+    }
+    let reply = applied?;
+    Ok(Decided::settling_pending(reply, &p.tenant, &p.tool, &p.key))
+}
+
+/// `pending`: what the verified approver may decide now. Not a call: nothing is audited, and a
+/// refused token leaves a LOG line only.
+pub fn pending(identity_token: Option<&str>, routed: Option<&str>) -> Reply {
+    config::begin_call();
+    let who = match identity::verify(identity_token).and_then(|who| identity::routed(who, routed)) {
+        Ok(who) => who,
+        Err(deny) => {
+            crate::audit::log_refusal("pending", deny.rule.as_str());
+            return deny.reply();
+        }
+    };
+    let listed = approval::pending(&who);
+    let count = listed.as_array().map_or(0, Vec::len);
+    let summary = format!("{count} proposal(s) this approver may decide in tenant {}.", who.tenant);
+    Reply::succeeded(json!({"tenant": who.tenant, "pending": listed}), summary)
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

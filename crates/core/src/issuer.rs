@@ -283,7 +283,17 @@ pub fn verify_issued(token: &str, issuer: &Issuer, clock: Clock) -> Result<Issue
     let roles = roles(claims.get(&issuer.roles_claim)).ok_or(TokenError::Claims)?;
     Ok(IssuedIdentity {
         tenant_value: tenant_value.clone(),
-        identity: Identity { sub, tenant: tenant_value, role: roles.join(","), exp, iat, nbf, roles, aud },
+        identity: Identity {
+            sub,
+            tenant: tenant_value,
+            role: roles.join(","),
+            exp,
+            iat,
+            nbf,
+            roles,
+            aud,
+            iss: Some(issuer.iss.clone()),
+        },
     })
 }
 

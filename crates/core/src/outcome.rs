@@ -75,6 +75,15 @@ pub enum Rule {
     /// A limit over time (a tenant's calls or value per rolling window or calendar period) has no
     /// room for this call now: the reply's `result` names the limit, its window and when it frees.
     LimitExceeded,
+    /// A proposal whose policy row names approver roles: the requester's own channel "yes" does
+    /// not apply it; an approver does (`toolgate.approve`).
+    ApprovalRequired,
+    /// An approver who may not decide this proposal: no approver role of its tool, one they do
+    /// not hold, or they decided it already.
+    ApproverNotAllowed,
+    /// The approver is the requester (the same verified issuer and subject) where the policy
+    /// needs someone else.
+    ApproverIsRequester,
 }
 
 impl Rule {
@@ -90,7 +99,7 @@ impl Rule {
         Rule::NAMEABLE.into_iter().find(|r| r.as_str() == word)
     }
 
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 23] = [
         Rule::SchemaInvalid,
         Rule::IdentityInvalid,
         Rule::WriteDisabled,
@@ -111,6 +120,9 @@ impl Rule {
         Rule::ErpRejected,
         Rule::RoutingRequired,
         Rule::LimitExceeded,
+        Rule::ApprovalRequired,
+        Rule::ApproverNotAllowed,
+        Rule::ApproverIsRequester,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -135,6 +147,9 @@ impl Rule {
             Rule::ErpRejected => "erp_rejected",
             Rule::RoutingRequired => "routing_required",
             Rule::LimitExceeded => "limit_exceeded",
+            Rule::ApprovalRequired => "approval_required",
+            Rule::ApproverNotAllowed => "approver_not_allowed",
+            Rule::ApproverIsRequester => "approver_is_requester",
         }
     }
 
@@ -248,6 +263,24 @@ impl Reply {
             errors: Vec::new(),
             proposal: Some(proposal),
             result: None,
+            content: text(summary),
+        }
+    }
+
+    /// An approval recorded on a proposal that needs more: nothing is applied yet.
+    pub fn awaiting_approvals(proposal: &str, approvals: i64, needed: i64) -> Reply {
+        let summary = format!(
+            "Approval recorded ({approvals} of {needed}) for proposal {proposal}; it applies when {needed} approvers \
+             have approved."
+        );
+        Reply {
+            outcome: Outcome::NeedsConfirmation,
+            is_error: false,
+            rule: None,
+            replayed: false,
+            errors: Vec::new(),
+            proposal: None,
+            result: Some(serde_json::json!({"proposal": proposal, "approvals": approvals, "needed": needed})),
             content: text(summary),
         }
     }

@@ -168,6 +168,10 @@ pub struct Identity {
     /// a token that does not name it (`Identity::for_audience`).
     #[serde(default, deserialize_with = "audiences", skip_serializing_if = "Vec::is_empty")]
     pub aud: Vec<String>,
+    /// The registered issuer that verified the token (its `iss`); `None` for a token of a key of
+    /// `toolgate.keys`. With `sub`, it names the person (an approver is compared by both).
+    #[serde(skip)]
+    pub iss: Option<String>,
 }
 
 /// An `aud` claim: one string or an array of strings (null: none). Anything else fails the
@@ -575,6 +579,7 @@ mod tests {
             nbf: None,
             roles: Vec::new(),
             aud: Vec::new(),
+            iss: None,
         }
     }
 

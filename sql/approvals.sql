@@ -1,0 +1,59 @@
+------------------------------------------------------------------------------------------------
+-- Maker-checker (docs/approvals.md): a proposal whose policy row names approver roles is decided
+-- by people holding one of them, each proven by their own verified identity token, through
+-- toolgate.approve; the approval that completes the quorum applies the effect in its own
+-- transaction (src/gate/approval.rs). toolgate_approver may execute approve and pending and
+-- nothing of the agent's; the agent's role never gains them.
+------------------------------------------------------------------------------------------------
+
+-- Every approver's decision on a proposal: who (the verified issuer, '' for a token of
+-- toolgate.keys, and subject), what they decided, the digest of the arguments they decided on,
+-- and when. One row per approver and proposal: nobody approves the same proposal twice.
+CREATE TABLE toolgate.approvals (
+    tenant_id    text NOT NULL,
+    proposal_id  uuid NOT NULL,
+    approver_iss text NOT NULL,
+    approver     text NOT NULL,
+    decision     text NOT NULL CHECK (decision IN ('approve', 'decline')),
+    args_digest  text NOT NULL,
+    decided_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, proposal_id, approver_iss, approver)
+);
+SELECT pg_catalog.pg_extension_config_dump('toolgate.approvals', '');
+
+DO $create$
+BEGIN
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.approve(identity text, proposal_id text, decision text, word text DEFAULT NULL)
+        RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'approve_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_approve(tenant text, identity text, proposal_id text, decision text,
+                                                word text DEFAULT NULL)
+        RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_approve_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.pending(identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'pending_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_pending(tenant text, identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_pending_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+END
+$create$;
+
+COMMENT ON FUNCTION toolgate.approve(text, text, text, text) IS
+    'An approver''s decision (approve or decline) on a proposal of their tenant, proven by their own identity token; the approval that completes the quorum applies it.';
+COMMENT ON FUNCTION toolgate.tenant_approve(text, text, text, text, text) IS
+    'toolgate.approve routed by the tenant (a Citus cluster runs it on the tenant''s node); the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.pending(text) IS
+    'The live proposals the approver whose identity token this is may decide, newest first.';
+COMMENT ON FUNCTION toolgate.tenant_pending(text, text) IS
+    'toolgate.pending routed by the tenant; the token must name that tenant.';

@@ -1,0 +1,173 @@
+//! Maker-checker (docs/approvals.md): an approver's decision on a proposal whose policy row names
+//! approver roles. The approver is proven by their own verified identity token, never by the
+//! requester's channel; each decision is recorded with the digest of the arguments decided on;
+//! the approval that completes the quorum applies the effect in its own transaction.
+
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use toolgate_core::outcome::Rule;
+use toolgate_core::token::Identity;
+
+use super::authorization::{self, Approvals};
+use super::confirmation::{roles_of, Stored};
+use super::step::{Deny, Step};
+use crate::spi;
+
+/// What an approver asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Decline,
+}
+
+impl Decision {
+    pub fn parse(word: Option<&str>) -> Step<Decision> {
+        match word {
+            Some("approve") => Ok(Decision::Approve),
+            Some("decline") => Ok(Decision::Decline),
+            _ => Err(Deny::because(
+                Rule::ConfirmationInvalid,
+                json!({"reason": "decision", "expected": "approve | decline"}),
+            )),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Decline => "decline",
+        }
+    }
+}
+
+/// The issuer a person is known by: their token's registered issuer, '' for a token of a key of
+/// `toolgate.keys`.
+fn issuer(who: &Identity) -> &str {
+    who.iss.as_deref().unwrap_or_default()
+}
+
+/// Whether the approver is the person who asked: the same subject and the same verified issuer (a
+/// proposal made before issuers were kept compares the subject alone).
+fn is_requester(who: &Identity, p: &Stored) -> bool {
+    who.sub == p.actor && p.actor_iss.as_deref().is_none_or(|iss| iss == issuer(who))
+}
+
+/// May this approver decide this proposal: the tool's policy row names approver roles, the
+/// approver holds one, is not the requester where the row needs someone else, and has not decided
+/// it already.
+pub fn eligible(who: &Identity, p: &Stored) -> Step<Approvals> {
+    let Some(rules) = authorization::approval_rules(&p.tenant, &p.tool) else {
+        return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "no_approver_roles"})));
+    };
+    if !who.has_any_role(&rules.roles) {
+        return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "role", "role": who.role})));
+    }
+    if rules.distinct && is_requester(who, p) {
+        return Err(Deny::new(Rule::ApproverIsRequester));
+    }
+    // Under the newest committed state (the proposal is locked by now): a decision the same
+    // approver made in a transaction that committed while this one waited counts, whatever the
+    // isolation level.
+    let decided = spi::latest(
+        "SELECT 1 FROM toolgate.approvals WHERE tenant_id = $1 AND proposal_id = $2::uuid \
+         AND approver_iss = $3 AND approver = $4",
+        &[p.tenant.as_str().into(), p.id.as_str().into(), issuer(who).into(), who.sub.as_str().into()],
+        |r| spi::col::<i32>(r, 1),
+    );
+    if decided.is_some() {
+        return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "already_decided"})));
+    }
+    Ok(rules)
+}
+
+/// A tier-3 proposal is approved only with its challenge word typed exactly; a lower tier's
+/// approval is the decision itself.
+pub fn word_matches(p: &Stored, word: Option<&str>) -> Step<()> {
+    match &p.challenge {
+        Some(challenge) if word.map(str::trim) != Some(challenge.as_str()) => {
+            Err(Deny::because(Rule::ConfirmationInvalid, json!({"reason": "consent_insufficient", "tier": p.tier})))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Record the approver's decision on the proposal (locked by `confirmation::lock_live`), and
+/// return how many distinct approvals it now has.
+pub fn record(who: &Identity, p: &Stored, decision: Decision) -> i64 {
+    spi::run(
+        "INSERT INTO toolgate.approvals (tenant_id, proposal_id, approver_iss, approver, decision, args_digest, decided_at) \
+         VALUES ($1, $2::uuid, $3, $4, $5, $6, $7)",
+        &[
+            p.tenant.as_str().into(),
+            p.id.as_str().into(),
+            issuer(who).into(),
+            who.sub.as_str().into(),
+            decision.as_str().into(),
+            p.digest.as_str().into(),
+            pgrx::datum::clock_timestamp().into(),
+        ],
+    );
+    // This approval and every one committed before it, whatever the isolation level: two
+    // approvers racing on a quorum of two are serialized by the proposal's lock, and the second
+    // counts the first's.
+    spi::latest(
+        "SELECT count(*) FROM toolgate.approvals WHERE tenant_id = $1 AND proposal_id = $2::uuid \
+         AND decision = 'approve'",
+        &[p.tenant.as_str().into(), p.id.as_str().into()],
+        |r| spi::col::<i64>(r, 1),
+    )
+    .unwrap_or(0)
+}
+
+/// How many approvals the proposal needs, by the value it was proposed with.
+pub fn needed(rules: &Approvals, p: &Stored) -> i64 {
+    let value = p.amount.as_deref().and_then(|a| a.parse::<Decimal>().ok());
+    i64::from(rules.needed(value))
+}
+
+/// The requester as the proposal recorded them: the identity the effect is applied for, its
+/// authorization and limits judged again against the current state.
+pub fn requester(p: &Stored) -> Identity {
+    let roles = p.actor_roles.clone().unwrap_or_default();
+    Identity {
+        sub: p.actor.clone(),
+        tenant: p.tenant.clone(),
+        role: roles.join(","),
+        exp: 0,
+        iat: None,
+        nbf: None,
+        roles,
+        aud: Vec::new(),
+        iss: p.actor_iss.clone().filter(|iss| !iss.is_empty()),
+    }
+}
+
+/// The live proposals of the approver's tenant that they may decide (`toolgate.pending`): an
+/// approver role of the tool's policy row, not their own where the row needs someone else, not
+/// decided by them yet; newest first, each with the text the person reads, its value, who asked,
+/// and the approvals it has and needs.
+pub fn pending(who: &Identity) -> Value {
+    let listed = spi::one(
+        "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
+           'proposal', p.proposal_id, 'tool', p.tool, 'target', p.target, 'text', p.text, 'tier', p.tier, \
+           'amount', p.amount, 'currency', p.currency, 'requester', p.actor, \
+           'created_at', toolgate.iso_utc(p.created_at), 'expires_at', toolgate.iso_utc(p.expires_at), \
+           'approvals', a.approvals, \
+           'needed', CASE WHEN r.quorum_above IS NULL OR p.amount > r.quorum_above THEN r.quorum ELSE 1 END) \
+           ORDER BY p.created_at DESC, p.proposal_id), '[]'::jsonb)::text \
+         FROM toolgate.proposals p \
+         JOIN toolgate.policies r ON r.tenant_id = p.tenant_id AND r.tool = p.tool \
+         CROSS JOIN LATERAL (SELECT count(*) AS approvals FROM toolgate.approvals x \
+                              WHERE x.tenant_id = p.tenant_id AND x.proposal_id = p.proposal_id \
+                                AND x.decision = 'approve') a \
+         WHERE p.tenant_id = $1 AND p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp() \
+           AND r.allowed AND r.approver_roles OPERATOR(pg_catalog.&&) $2 \
+           AND NOT (r.distinct_approver AND p.actor = $3 AND coalesce(p.actor_iss, $4) = $4) \
+           AND NOT EXISTS (SELECT 1 FROM toolgate.approvals x WHERE x.tenant_id = p.tenant_id \
+                             AND x.proposal_id = p.proposal_id AND x.approver_iss = $4 AND x.approver = $3)",
+        &[who.tenant.as_str().into(), roles_of(who).into(), who.sub.as_str().into(), issuer(who).into()],
+        |r| spi::col::<String>(r, 1),
+    )
+    .unwrap_or_else(|| "[]".to_string());
+    serde_json::from_str(&listed).expect("jsonb text is JSON")
+}
