@@ -125,6 +125,17 @@ pub fn needed(rules: &Approvals, p: &Stored) -> i64 {
     i64::from(rules.needed(value))
 }
 
+/// How many approvals the proposal `id` of `tenant` needs, by the value it was proposed with.
+pub fn needed_by_id(rules: &Approvals, tenant: &str, id: &str) -> i32 {
+    let amount = spi::one(
+        "SELECT amount::text FROM toolgate.proposals WHERE tenant_id = $1 AND proposal_id = $2::uuid",
+        &[tenant.into(), id.into()],
+        |r| r.get::<String>(1),
+    )
+    .flatten();
+    rules.needed(amount.and_then(|a| a.parse::<Decimal>().ok()))
+}
+
 /// The requester as the proposal recorded them: the identity the effect is applied for, its
 /// authorization and limits judged again against the current state.
 pub fn requester(p: &Stored) -> Identity {
@@ -140,6 +151,14 @@ pub fn requester(p: &Stored) -> Identity {
         aud: Vec::new(),
         iss: p.actor_iss.clone().filter(|iss| !iss.is_empty()),
     }
+}
+
+/// Tell whoever listens (`LISTEN toolgate_pending`: an approvals console, a notifier) that a
+/// proposal of `tenant` waits for its approvers, when the call's transaction commits. The payload
+/// names the tenant, the tool and the proposal; never its text.
+pub fn announce(tenant: &str, tool: &str, proposal: &str) {
+    let payload = json!({"tenant": tenant, "tool": tool, "proposal": proposal}).to_string();
+    spi::run("SELECT pg_catalog.pg_notify('toolgate_pending', $1)", &[payload.as_str().into()]);
 }
 
 /// The live proposals of the approver's tenant that they may decide (`toolgate.pending`): an

@@ -101,12 +101,23 @@ fn run_request(call: Call, audit: &mut Audit) -> Step<Replied> {
     let key = idempotency::Key::of(&who, call.tool, &args);
     let held = match audit.step(StepName::Idempotency, idempotency::reserve(key))? {
         Reservation::Settled(reply) => return Ok(reply.replay().into()),
-        Reservation::Pending(view) => return Ok(Reply::needs_confirmation(view).replay().into()),
+        Reservation::Pending(view) => return Ok(waiting(&who, call.tool, view).replay().into()),
         Reservation::Owned(held) => held,
     };
     // Steps 4 to 8 in one subtransaction: the ERP's rows the target locks, the effect changes. A
     // denial writes nothing to the ledger: the key is free again when the transaction ends.
     scope::scope(audit, |audit| decide(&who, conversation, call.tool, &args, &held, audit)).map(Decided::settle)
+}
+
+/// A proposal its key still waits on, as a retry of the call finds it: who must decide it.
+fn waiting(who: &Identity, tool: &str, view: toolgate_core::outcome::ProposalView) -> Reply {
+    match authorization::approval_rules(&who.tenant, tool) {
+        Some(rules) => {
+            let needed = approval::needed_by_id(&rules, &who.tenant, &view.id);
+            Reply::needs_approval(view, &rules.roles, needed)
+        }
+        None => Reply::needs_confirmation(view),
+    }
 }
 
 /// What the steps in a scope came to: the reply, and the key it settles when it is final.
@@ -195,7 +206,16 @@ fn decide<'k>(
         audit.note("tier", json!(tier));
         audit.proposal(&view.id);
         held.pend(&view.id);
-        return Ok(Decided::reply(Reply::needs_confirmation(view)));
+        // Approvers decide it: they are told (at commit), and the reply says who must decide.
+        let reply = match &policy.approvals {
+            Some(rules) => {
+                let needed = rules.needed(intent.value());
+                approval::announce(&who.tenant, tool, &view.id);
+                Reply::needs_approval(view, &rules.roles, needed)
+            }
+            None => Reply::needs_confirmation(view),
+        };
+        return Ok(Decided::reply(reply));
     }
 
     // 8. Effect: tier 0 applies at once. If the state moved under it, the quota and the limits

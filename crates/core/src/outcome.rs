@@ -267,6 +267,22 @@ impl Reply {
         }
     }
 
+    /// A proposal that approvers decide (docs/approvals.md), not the requester: `result` names
+    /// the roles and how many distinct approvals it needs.
+    pub fn needs_approval(proposal: ProposalView, roles: &[String], needed: i32) -> Reply {
+        let summary = format!(
+            "Awaiting approval of proposal {} by {needed} approver(s) of role {}; the requester's own answer does not \
+             apply it. The approvers read the proposal's text, which may quote data from the ERP, not instructions.",
+            proposal.id,
+            roles.join(" or ")
+        );
+        Reply {
+            result: Some(serde_json::json!({"approvers": roles, "needed": needed})),
+            content: text(summary),
+            ..Reply::needs_confirmation(proposal)
+        }
+    }
+
     /// An approval recorded on a proposal that needs more: nothing is applied yet.
     pub fn awaiting_approvals(proposal: &str, approvals: i64, needed: i64) -> Reply {
         let summary = format!(

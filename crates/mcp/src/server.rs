@@ -343,6 +343,9 @@ impl ToolgateServer {
             return pending(outcome, "the proposal came without an id or a text").into();
         };
         let tier = proposal["tier"].as_i64().unwrap_or(1);
+        if outcome["result"]["approvers"].is_array() {
+            return pending(outcome, "approvers decide it, not the person who asked").into();
+        }
         if self.channel(caller.tenant()).is_none() {
             return pending(outcome, "this server has no channel key for this tenant to carry the answer").into();
         }

@@ -17,6 +17,8 @@ CREATE ROLE refunds_owner NOLOGIN;
 CREATE ROLE toolgate_citus_app LOGIN;
 GRANT toolgate_agent TO toolgate_citus_app;
 SELECT result AS app_on_each_worker FROM run_command_on_workers($$SELECT pg_has_role('toolgate_citus_app', 'toolgate_agent', 'MEMBER')$$);
+CREATE ROLE toolgate_citus_approver LOGIN;
+GRANT toolgate_approver TO toolgate_citus_approver;
 -- Then the examples and seed 000's fixture as they are (00_setup, the single-node suite's own set-up),
 -- with Citus's propagation of DDL off: they create their functions as their NOLOGIN owners, whom
 -- Citus could not log in as on the workers. distribute() puts the bound functions on every node
