@@ -76,8 +76,10 @@ port=$(free_port "${MUTANTS_PORT:-54501}")
 clusters+=("$work/pg")
 trap 'rc=$?; if [ -d "$pristine" ]; then python3 mutants/apply.py sync "$pristine" "$tree" || true; fi; work_cleanup "$rc"' EXIT
 export CARGO_TARGET_DIR=$target
-# The integration tests run from the tree copy; PyJWT's environment stays the working tree's (setup.sh).
+# The integration tests run from the tree copy; PyJWT's and Selenium's environments stay the
+# working tree's (setup.sh).
 export TOOLGATE_TEST_PYTHON=${TOOLGATE_TEST_PYTHON:-$root/target/pyjwt/bin/python}
+export TOOLGATE_BROWSER_PYTHON=${TOOLGATE_BROWSER_PYTHON:-$root/target/browser/bin/python}
 
 # The tree under test: the working tree's tracked and untracked-but-not-ignored files.
 rm -rf "$pristine"

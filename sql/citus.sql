@@ -10,7 +10,7 @@
 --     reference tables,
 --     a copy on every node, read locally by every call;
 --   * the entry points routed by tenant (tenant_call, tenant_confirm, tenant_read,
---     tenant_approve, tenant_pending) delegated to
+--     tenant_approve, tenant_pending, tenant_approval_history) delegated to
 --     the node that holds the tenant's shard: the whole call, the DBA's bound functions and the
 --     row-level security on toolgate.current_tenant() included, runs in one backend there; so
 --     are the outbox's, which name a tenant (tenant_claim_outbox, renew_outbox, settle_outbox with
@@ -63,6 +63,7 @@ DECLARE
                                           'toolgate.tenant_confirm(text,text,text)',
                                           'toolgate.tenant_approve(text,text,text,text,text)',
                                           'toolgate.tenant_pending(text,text)',
+                                          'toolgate.tenant_approval_history(text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',

@@ -112,7 +112,8 @@ TO toolgate_auditor, toolgate_admin, toolgate_operator;
 -- each proven by the approver's own identity token. Auditors and administrators read who
 -- decided what.
 GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
-                          toolgate.pending(text), toolgate.tenant_pending(text, text)
+                          toolgate.pending(text), toolgate.tenant_pending(text, text),
+                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text)
 TO toolgate_approver;
 GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 

@@ -338,6 +338,7 @@ DECLARE
                                           'toolgate.tenant_confirm(text,text,text)',
                                           'toolgate.tenant_approve(text,text,text,text,text)',
                                           'toolgate.tenant_pending(text,text)',
+                                          'toolgate.tenant_approval_history(text,text)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
@@ -1962,7 +1963,7 @@ GRANT EXECUTE ON FUNCTION toolgate.audit_partitions(integer) TO toolgate_operato
 ------------------------------------------------------------------------------------------------
 -- 6. Maker-checker (docs/approvals.md): the role toolgate_approver (made, or adopted as a group
 --    role, as sql/bootstrap.sql does for the others), the policy row's approval rules, who asked
---    on each proposal, the approvals, approve and pending, and set_policy taking the rules.
+--    on each proposal, the approvals, the approvers' functions, and set_policy taking the rules.
 ------------------------------------------------------------------------------------------------
 
 DO $roles$
@@ -2060,6 +2061,16 @@ BEGIN
         LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
         AS %L, 'tenant_pending_wrapper'
     $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.approval_history(identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'approval_history_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    EXECUTE pg_catalog.format($sql$
+        CREATE FUNCTION toolgate.tenant_approval_history(tenant text, identity text) RETURNS jsonb
+        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+        AS %L, 'tenant_approval_history_wrapper'
+    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
 END
 $create$;
 
@@ -2071,6 +2082,10 @@ COMMENT ON FUNCTION toolgate.pending(text) IS
     'The live proposals the approver whose identity token this is may decide, newest first.';
 COMMENT ON FUNCTION toolgate.tenant_pending(text, text) IS
     'toolgate.pending routed by the tenant; the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.approval_history(text) IS
+    'What was decided in the approver''s tenant on the tools they approve (the last 90 days), newest first.';
+COMMENT ON FUNCTION toolgate.tenant_approval_history(text, text) IS
+    'toolgate.approval_history routed by the tenant; the token must name that tenant.';
 
 DROP FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric,
                                   text[], text[]);
@@ -2190,14 +2205,22 @@ END
 $$;
 
 REVOKE ALL ON TABLE toolgate.approvals FROM PUBLIC;
-REVOKE ALL ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
-                       toolgate.pending(text), toolgate.tenant_pending(text, text),
+REVOKE ALL ON FUNCTION toolgate.approve(text, text, text, text),
+                       toolgate.tenant_approve(text, text, text, text, text),
+                       toolgate.pending(text),
+                       toolgate.tenant_pending(text, text),
+                       toolgate.approval_history(text),
+                       toolgate.tenant_approval_history(text, text),
                        toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
                                            numeric, text[], text[], text[], boolean, integer, numeric)
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA toolgate TO toolgate_approver;
+-- Approvers (docs/approvals.md): a person's decision on a proposal, and what waits for them;
+-- each proven by the approver's own identity token. Auditors and administrators read who
+-- decided what.
 GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
-                          toolgate.pending(text), toolgate.tenant_pending(text, text)
+                          toolgate.pending(text), toolgate.tenant_pending(text, text),
+                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text)
 TO toolgate_approver;
 GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,

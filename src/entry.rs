@@ -16,7 +16,7 @@ use toolgate_core::token;
 
 use crate::error::{AdminError, GateError};
 use crate::gate::contract::Args;
-use crate::gate::{self, Call};
+use crate::gate::{self, Call, Listing};
 use crate::jsonb::Jsonb;
 use crate::{audit, subxact};
 
@@ -185,13 +185,25 @@ fn tenant_approve(
 /// The proposals an approver may decide now.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn pending(identity: Option<&str>) -> Jsonb {
-    guarded("pending", || Jsonb::of(&gate::pending(identity, None).to_json()))
+    guarded("pending", || Jsonb::of(&gate::listing(identity, None, Listing::Pending).to_json()))
 }
 
 /// `pending` routed by the tenant.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn tenant_pending(tenant: Option<&str>, identity: Option<&str>) -> Jsonb {
-    guarded("pending", || Jsonb::of(&gate::pending(identity, routed_by(tenant)).to_json()))
+    guarded("pending", || Jsonb::of(&gate::listing(identity, routed_by(tenant), Listing::Pending).to_json()))
+}
+
+/// What was decided on the tools an approver approves.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn approval_history(identity: Option<&str>) -> Jsonb {
+    guarded("approval_history", || Jsonb::of(&gate::listing(identity, None, Listing::History).to_json()))
+}
+
+/// `approval_history` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_approval_history(tenant: Option<&str>, identity: Option<&str>) -> Jsonb {
+    guarded("approval_history", || Jsonb::of(&gate::listing(identity, routed_by(tenant), Listing::History).to_json()))
 }
 
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the

@@ -138,6 +138,17 @@ SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.approve(:'ben'
 RESET ROLE;
 SELECT status FROM toolgate.proposals WHERE proposal_id = :'late';
 
+-- What was decided on the tools Bob approves (purchases), in the tenant's language and money;
+-- Sue sees the closes. Tom approves nothing.
+SET ROLE toolgate_approver;
+SELECT r->'result'->>'language' AS language, h->>'target' AS target, h->>'status' AS status,
+       h->>'amount_text' AS amount, h->'decisions' @> '[{"approver": "bob"}]' AS bob_decided
+  FROM toolgate.approval_history(:'bob') r, jsonb_array_elements(r->'result'->'history') h ORDER BY 2;
+SELECT h->>'target' AS target, h->>'status' AS status
+  FROM jsonb_array_elements(toolgate.approval_history(:'sue')->'result'->'history') h;
+SELECT jsonb_array_length(toolgate.approval_history(:'tom')->'result'->'history') AS tom;
+RESET ROLE;
+
 -- Who decided what, on the digest they decided on; the audit names each decision.
 SELECT p.idempotency_key, a.approver, a.decision, a.args_digest = p.args_digest AS same_digest
   FROM toolgate.approvals a JOIN toolgate.proposals p USING (tenant_id, proposal_id)

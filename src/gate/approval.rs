@@ -169,15 +169,18 @@ pub fn pending(who: &Identity) -> Value {
     let listed = spi::one(
         "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
            'proposal', p.proposal_id, 'tool', p.tool, 'target', p.target, 'text', p.text, 'tier', p.tier, \
-           'amount', p.amount, 'currency', p.currency, 'requester', p.actor, \
+           'amount', p.amount::text, 'currency', p.currency, 'requester', p.actor, \
            'created_at', toolgate.iso_utc(p.created_at), 'expires_at', toolgate.iso_utc(p.expires_at), \
-           'approvals', a.approvals, \
+           'approvals', a.approvals, 'approved_by', a.approved_by, \
            'needed', CASE WHEN r.quorum_above IS NULL OR p.amount > r.quorum_above THEN r.quorum ELSE 1 END) \
            ORDER BY p.created_at DESC, p.proposal_id), '[]'::jsonb)::text \
          FROM toolgate.proposals p \
          JOIN toolgate.policies r ON r.tenant_id = p.tenant_id AND r.tool = p.tool \
-         CROSS JOIN LATERAL (SELECT count(*) AS approvals FROM toolgate.approvals x \
-                              WHERE x.tenant_id = p.tenant_id AND x.proposal_id = p.proposal_id \
+         CROSS JOIN LATERAL (SELECT count(*) AS approvals, \
+                                    COALESCE(pg_catalog.jsonb_agg(x.approver ORDER BY x.decided_at), '[]'::jsonb) \
+                                        AS approved_by \
+                               FROM toolgate.approvals x \
+                              WHERE x.tenant_id = $1 AND x.proposal_id = p.proposal_id \
                                 AND x.decision = 'approve') a \
          WHERE p.tenant_id = $1 AND p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp() \
            AND r.allowed AND r.approver_roles OPERATOR(pg_catalog.&&) $2 \
@@ -190,3 +193,38 @@ pub fn pending(who: &Identity) -> Value {
     .unwrap_or_else(|| "[]".to_string());
     serde_json::from_str(&listed).expect("jsonb text is JSON")
 }
+
+/// What was decided in the approver's tenant on the tools they may approve
+/// (`toolgate.approval_history`): the proposals no longer waiting (applied, declined, expired,
+/// superseded or invalidated) in the last 90 days, newest first, at most 200, each with who asked
+/// and every approver's decision on it.
+pub fn history(who: &Identity) -> Value {
+    let listed = spi::one(
+        "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
+           'proposal', p.proposal_id, 'tool', p.tool, 'target', p.target, 'text', p.text, 'tier', p.tier, \
+           'amount', p.amount::text, 'currency', p.currency, 'requester', p.actor, 'status', p.status, \
+           'created_at', toolgate.iso_utc(p.created_at), 'decided_at', toolgate.iso_utc(p.decided_at), \
+           'decisions', d.decisions) ORDER BY p.created_at DESC, p.proposal_id), '[]'::jsonb)::text \
+         FROM toolgate.proposals p \
+         JOIN toolgate.policies r ON r.tenant_id = p.tenant_id AND r.tool = p.tool \
+         CROSS JOIN LATERAL (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
+                                  'approver', x.approver, 'decision', x.decision, \
+                                  'at', toolgate.iso_utc(x.decided_at)) ORDER BY x.decided_at), '[]'::jsonb) AS decisions \
+                               FROM toolgate.approvals x \
+                              WHERE x.tenant_id = $1 AND x.proposal_id = p.proposal_id) d \
+         WHERE p.tenant_id = $1 AND p.status <> 'live' \
+           AND p.created_at > pg_catalog.clock_timestamp() - interval '90 days' \
+           AND r.approver_roles OPERATOR(pg_catalog.&&) $2",
+        &[who.tenant.as_str().into(), roles_of(who).into()],
+        |r| spi::col::<String>(r, 1),
+    )
+    .unwrap_or_else(|| "[]".to_string());
+    let mut listed: Value = serde_json::from_str(&listed).expect("jsonb text is JSON");
+    if let Some(items) = listed.as_array_mut() {
+        items.truncate(HISTORY_LIMIT);
+    }
+    listed
+}
+
+/// The most proposals `history` lists.
+const HISTORY_LIMIT: usize = 200;

@@ -469,21 +469,59 @@ fn decide_approval(
     Ok(Decided::settling_pending(reply, &p.tenant, &p.tool, &p.key))
 }
 
-/// `pending`: what the verified approver may decide now. Not a call: nothing is audited, and a
-/// refused token leaves a LOG line only.
-pub fn pending(identity_token: Option<&str>, routed: Option<&str>) -> Reply {
+/// What an approver asks to see: what waits for them, or what was decided.
+#[derive(Clone, Copy)]
+pub enum Listing {
+    Pending,
+    History,
+}
+
+impl Listing {
+    /// The entry point's name (for the LOG line of a refused token) and the result's member.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Listing::Pending => ("pending", "pending"),
+            Listing::History => ("approval_history", "history"),
+        }
+    }
+}
+
+/// `pending` and `approval_history`: what the verified approver may decide now, or what was
+/// decided on the tools they approve, each amount also written in the tenant's money format, and
+/// the tenant's language (a console's words). Not a call: nothing is audited, and a refused token
+/// leaves a LOG line only.
+pub fn listing(identity_token: Option<&str>, routed: Option<&str>, listing: Listing) -> Reply {
     config::begin_call();
+    let (entry, key) = listing.names();
     let who = match identity::verify(identity_token).and_then(|who| identity::routed(who, routed)) {
         Ok(who) => who,
         Err(deny) => {
-            crate::audit::log_refusal("pending", deny.rule.as_str());
+            crate::audit::log_refusal(entry, deny.rule.as_str());
             return deny.reply();
         }
     };
-    let listed = approval::pending(&who);
+    let mut listed = match listing {
+        Listing::Pending => approval::pending(&who),
+        Listing::History => approval::history(&who),
+    };
+    let locale = locale::of(&who.tenant);
+    for item in listed.as_array_mut().into_iter().flatten() {
+        let amount = item["amount"].as_str().and_then(|a| a.parse::<rust_decimal::Decimal>().ok());
+        if let Some(amount) = amount {
+            item["amount_text"] = json!(locale.money(amount));
+        }
+    }
     let count = listed.as_array().map_or(0, Vec::len);
-    let summary = format!("{count} proposal(s) this approver may decide in tenant {}.", who.tenant);
-    Reply::succeeded(json!({"tenant": who.tenant, "pending": listed}), summary)
+    let summary = match listing {
+        Listing::Pending => format!("{count} proposal(s) this approver may decide in tenant {}.", who.tenant),
+        Listing::History => {
+            format!("{count} decided proposal(s) of the tools this approver approves in tenant {}.", who.tenant)
+        }
+    };
+    Reply::succeeded(
+        json!({"tenant": who.tenant, "language": locale.language.tag(), "approver": who.sub, key: listed}),
+        summary,
+    )
 }
 
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An OpenID provider for `toolgate login`'s tests (tests/login.rs), and the person who signs in.
+"""An OpenID provider for `toolgate login`'s and the approvals console's tests (tests/login.rs,
+tests/console.rs), and the people who sign in.
 
 The provider speaks the parts of OpenID Connect and OAuth 2.0 a command-line client uses, and is
 as strict as a real one about each: discovery, a JWKS document, the authorization code grant with
@@ -14,7 +15,9 @@ certificate from a CA made at start. It runs under the PyJWT environment scripts
   login_provider.py serve DIR   serve until killed; once it listens, DIR (made 0700) holds
       ca.pem          the CA that signed the server's certificate (toolgate login --ca-file)
       jwks.json       the provider's JWKS document, for toolgate.add_issuer
-      person.json     who signs in: username, password, sub
+      spki            the base64 SHA-256 of the server key's SubjectPublicKeyInfo (a browser's pin)
+      person.json     who signs in: username, password, sub (the first of people.json)
+      people.json     everyone who may sign in, by username: password, sub, tenant, roles
       browser         a command taking an address: the person, in a browser (BROWSER=DIR/browser)
       deny-browser    the same person, who denies
       forging-browser the same person, after another page sent the client a forged redirect
@@ -25,8 +28,11 @@ certificate from a CA made at start. It runs under the PyJWT environment scripts
       signs in with person.json's password and approves (or denies), as a browser would,
       following the redirect to the client's loopback address
 
-Settings (environment): LOGIN_PROVIDER_TTL, the tokens' lifetime in seconds (300); DIR/deny-refresh,
-when it exists, makes the token endpoint refuse every refresh (a session the provider ended).
+Settings (environment): LOGIN_PROVIDER_TTL, the tokens' lifetime in seconds (300);
+LOGIN_PROVIDER_PEOPLE, a JSON list of {"username", "tenant", "roles"} (default: maria, a supervisor
+of shopping-a); DIR/deny-refresh, when it exists, makes the token endpoint refuse every refresh (a
+session the provider ended). Two clients are registered, both public (PKCE): toolgate-cli and
+toolgate-console; an ID token's audience is the client that asked for it.
 """
 import base64
 import datetime
@@ -54,10 +60,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from jwt.algorithms import RSAAlgorithm
 
-CLIENT = "toolgate-cli"
+CLIENTS = ("toolgate-cli", "toolgate-console")
 API = "toolgate"
 TENANT = "shopping-a"  # seed 000's first tenant
-ROLES = ["supervisor", "offline_access"]
+PEOPLE = [{"username": "maria", "tenant": TENANT, "roles": ["supervisor", "offline_access"]}]
 
 
 def b64url(data):
@@ -94,8 +100,10 @@ class Provider:
         public.pop("key_ops", None)
         public.update(kid=self.kid, alg="RS256", use="sig")
         self.jwks = {"keys": [public]}
-        self.password = secrets.token_urlsafe(12)
-        self.sub = str(uuid.uuid4())
+        listed = json.loads(os.environ.get("LOGIN_PROVIDER_PEOPLE") or "null") or PEOPLE
+        self.people = {p["username"]: dict(p, password=secrets.token_urlsafe(12), sub=str(uuid.uuid4()))
+                       for p in listed}
+        self.first = listed[0]["username"]
         self.ttl = int(os.environ.get("LOGIN_PROVIDER_TTL", "300"))
         self.lock = threading.Lock()
         self.requests = {}   # authorization request id -> its parameters
@@ -117,24 +125,25 @@ class Provider:
             "token_endpoint_auth_methods_supported": ["none"],
         }
 
-    def tokens(self, scope, audience, nonce=None, family=None):
+    def tokens(self, scope, audience, nonce=None, family=None, client=CLIENTS[0], username=None):
         now = int(time.time())
-        common = {"iss": self.issuer, "sub": self.sub, "iat": now, "exp": now + self.ttl, "azp": CLIENT,
-                  "tenant": TENANT, "roles": ROLES}
+        who = self.people[username or self.first]
+        common = {"iss": self.issuer, "sub": who["sub"], "iat": now, "exp": now + self.ttl, "azp": client,
+                  "tenant": who["tenant"], "roles": who["roles"]}
         access = dict(common, aud=[audience or API], scope=scope, jti=str(uuid.uuid4()))
-        ident = dict(common, aud=CLIENT, auth_time=now, preferred_username="maria")
+        ident = dict(common, aud=client, auth_time=now, preferred_username=who["username"])
         if nonce is not None:
             ident["nonce"] = nonce
         sign = lambda claims: jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": self.kid})
         refresh = secrets.token_urlsafe(32)
         self.refresh[refresh] = {"family": family or str(uuid.uuid4()), "scope": scope, "audience": audience,
-                                 "used": False}
+                                 "used": False, "client": client, "username": who["username"]}
         return 200, {"access_token": sign(access), "id_token": sign(ident), "token_type": "Bearer",
                      "expires_in": self.ttl, "refresh_token": refresh, "scope": scope}
 
     # The token endpoint, one grant at a time.
     def token(self, form, basic_client):
-        if form.get("client_id", basic_client) != CLIENT:
+        if form.get("client_id", basic_client) not in CLIENTS:
             return 401, {"error": "invalid_client"}
         grant = form.get("grant_type")
         with self.lock:
@@ -151,13 +160,16 @@ class Provider:
         if issued is None:
             return 400, {"error": "invalid_grant", "error_description": "unknown or used code"}
         request, at = issued
+        if form.get("client_id") != request["client_id"]:
+            return 400, {"error": "invalid_grant", "error_description": "the code is another client's"}
         if time.time() - at > 60 or form.get("redirect_uri") != request["redirect_uri"]:
             return 400, {"error": "invalid_grant", "error_description": "code expired or redirect_uri differs"}
         verifier = form.get("code_verifier", "")
         if not re.fullmatch(r"[A-Za-z0-9._~-]{43,128}", verifier) or \
                 b64url(hashlib.sha256(verifier.encode()).digest()) != request["code_challenge"]:
             return 400, {"error": "invalid_grant", "error_description": "PKCE verification failed"}
-        return self.tokens(request["scope"], request.get("audience"), request.get("nonce"))
+        return self.tokens(request["scope"], request.get("audience"), request.get("nonce"), client=request["client_id"],
+                           username=request["username"])
 
     def device_grant(self, form):
         device = self.devices.get(form.get("device_code", ""))
@@ -173,7 +185,7 @@ class Provider:
         if device["state"] == "pending":
             return 400, {"error": "slow_down" if too_soon else "authorization_pending"}
         del self.devices[form["device_code"]]
-        return self.tokens(device["scope"], device.get("audience"))
+        return self.tokens(device["scope"], device.get("audience"), username=device["username"])
 
     def refresh_grant(self, form):
         held = self.refresh.get(form.get("refresh_token", ""))
@@ -183,10 +195,11 @@ class Provider:
             self.ended.add(held["family"])
             return 400, {"error": "invalid_grant", "error_description": "refresh token reused; session ended"}
         held["used"] = True
-        return self.tokens(held["scope"], held["audience"], family=held["family"])
+        return self.tokens(held["scope"], held["audience"], family=held["family"], client=held["client"],
+                           username=held["username"])
 
     def device_authorization(self, form):
-        if form.get("client_id") != CLIENT:
+        if form.get("client_id") != CLIENTS[0]:
             return 401, {"error": "invalid_client"}
         code = secrets.token_urlsafe(32)
         user_code = "-".join(secrets.token_hex(2).upper() for _ in range(2))
@@ -200,7 +213,7 @@ class Provider:
     def authorize(self, query):
         """The authorization request, checked before the person sees anything."""
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
-        if q.get("client_id") != CLIENT or not loopback_redirect(q.get("redirect_uri", "")):
+        if q.get("client_id") not in CLIENTS or not loopback_redirect(q.get("redirect_uri", "")):
             return None, "unknown client or redirect_uri not a loopback address"
         problems = []
         if q.get("response_type") != "code":
@@ -225,22 +238,25 @@ class Provider:
         if request is None:
             return None
         target = {"state": request["state"]}
-        if form.get("answer") == "approve" and form.get("username") == "maria" and \
-                secrets.compare_digest(form.get("password", ""), self.password):
+        who = self.people.get(form.get("username", ""))
+        if form.get("answer") == "approve" and who is not None and \
+                secrets.compare_digest(form.get("password", ""), who["password"]):
             code = secrets.token_urlsafe(24)
             with self.lock:
-                self.codes[code] = (request, time.time())
+                self.codes[code] = (dict(request, username=who["username"]), time.time())
             target["code"] = code
         else:
             target["error"] = "access_denied"
         return request["redirect_uri"] + "?" + urllib.parse.urlencode(target)
 
     def activate(self, form):
-        ok = form.get("username") == "maria" and secrets.compare_digest(form.get("password", ""), self.password)
+        who = self.people.get(form.get("username", ""))
+        ok = who is not None and secrets.compare_digest(form.get("password", ""), who["password"])
         with self.lock:
             for device in self.devices.values():
                 if device["user_code"] == form.get("user_code") and device["state"] == "pending":
                     device["state"] = "approved" if ok and form.get("answer") == "approve" else "denied"
+                    device["username"] = who["username"] if ok else None
                     return True
         return False
 
@@ -283,11 +299,11 @@ def handler(provider):
                 rid, problem = provider.authorize(query)
                 if problem:
                     return self.send(400, f"<p>{html.escape(problem)}</p>", "text/html")
-                return self.send(200, PAGE.format(action="/authorize", hidden=f'name="request" value="{rid}"'),
+                return self.send(200, PAGE.format(action="/oidc/authorize", hidden=f'name="request" value="{rid}"'),
                                  "text/html")
             if path == "/activate":
                 code = html.escape(query.get("user_code", [""])[0], quote=True)
-                return self.send(200, PAGE.format(action="/activate", hidden=f'name="user_code" value="{code}"'),
+                return self.send(200, PAGE.format(action="/oidc/activate", hidden=f'name="user_code" value="{code}"'),
                                  "text/html")
             self.send(404, {"error": "not_found"})
 
@@ -347,8 +363,15 @@ def serve(directory):
     httpd.RequestHandlerClass = prefixed(handler(provider))
     httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     write(os.path.join(directory, "jwks.json"), json.dumps(provider.jwks))
+    # The server key's SPKI pin, for a browser told to trust exactly this key
+    # (--ignore-certificate-errors-spki-list): tests/console/browser.py.
+    spki = server_key.public_key().public_bytes(serialization.Encoding.DER,
+                                                serialization.PublicFormat.SubjectPublicKeyInfo)
+    write(os.path.join(directory, "spki"), base64.b64encode(hashlib.sha256(spki).digest()).decode())
+    first = provider.people[provider.first]
     write(os.path.join(directory, "person.json"),
-          json.dumps({"username": "maria", "password": provider.password, "sub": provider.sub}))
+          json.dumps({"username": first["username"], "password": first["password"], "sub": first["sub"]}))
+    write(os.path.join(directory, "people.json"), json.dumps(provider.people))
     write(os.path.join(directory, "browser"),
           f"#!/bin/sh\nexec '{sys.executable}' '{os.path.abspath(__file__)}' person '{directory}' \"$1\"\n", 0o700)
     write(os.path.join(directory, "forging-browser"),
@@ -393,7 +416,7 @@ def person(directory, url, answer="approve"):
     action = re.search(r'action="([^"]+)"', page).group(1)
     name, value = re.search(r'type="hidden" name="([^"]+)" value="([^"]*)"', page).groups()
     parts = urllib.parse.urlsplit(url)
-    target = f"{parts.scheme}://{parts.netloc}/oidc{action}"
+    target = f"{parts.scheme}://{parts.netloc}{action}"
     form = urllib.parse.urlencode({name: html.unescape(value), "username": who["username"],
                                    "password": who["password"], "answer": answer}).encode()
     reply = opener.open(target, data=form)  # a 302 to the loopback is followed, as a browser would

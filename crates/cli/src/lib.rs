@@ -5,6 +5,7 @@ pub mod agent_bench;
 pub mod audit;
 pub mod bench;
 pub mod confirm;
+pub mod console;
 pub mod db;
 pub mod demo;
 pub mod dispatch;

@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolgate_cli::db::Server;
-use toolgate_cli::{agent_bench, audit, bench, confirm, demo, dispatch, fixture, keys, load, login};
+use toolgate_cli::{agent_bench, audit, bench, confirm, console, demo, dispatch, fixture, keys, load, login};
 
 #[derive(Parser)]
 #[command(name = "toolgate", version, about = "Keys, tokens and the demo of pg_toolgate")]
@@ -91,6 +91,49 @@ enum Command {
         /// sslmode says [default: the environment variable TOOLGATE_DATABASE_URL].
         #[arg(long, value_name = "CONNINFO_OR_URL")]
         database: Option<String>,
+    },
+    /// The approvals console: a web page where the person who approves signs in with the
+    /// company's OpenID provider and decides the proposals that wait for them (docs/console.md).
+    ///
+    /// It logs in to the database as a member of toolgate_approver; every decision is the
+    /// approver's own ID token, verified by the gate, whose audience is --client-id.
+    Console {
+        /// Serve the console on this address (such as 127.0.0.1:8809).
+        #[arg(long, value_name = "ADDR")]
+        http: std::net::SocketAddr,
+        /// The console's address as browsers reach it (the provider redirects to its /callback)
+        /// [default: http(s)://ADDR].
+        #[arg(long, value_name = "URL")]
+        public_url: Option<String>,
+        /// The provider's issuer URL, as its discovery document names it.
+        #[arg(long)]
+        issuer: String,
+        /// The client registered at the provider for the console; the ID tokens' audience.
+        #[arg(long)]
+        client_id: String,
+        /// A confidential client's secret, in a file [default: a public client, PKCE alone].
+        #[arg(long, value_name = "FILE")]
+        client_secret_file: Option<PathBuf>,
+        /// More certificate authorities (PEM) for the provider's HTTPS, beside the Mozilla roots.
+        #[arg(long, value_name = "FILE")]
+        ca_file: Option<PathBuf>,
+        /// The approvers' login's libpq conninfo or URL [default: the environment variable
+        /// TOOLGATE_DATABASE_URL].
+        #[arg(long, value_name = "CONNINFO_OR_URL")]
+        database: Option<String>,
+        /// Serve HTTPS with this certificate chain (PEM), read again on SIGHUP or when it changes.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// With no certificate: serve plain HTTP on an address other than loopback (only behind a
+        /// TLS proxy that is the only way in).
+        #[arg(long)]
+        insecure_http: bool,
+        /// Serve /metrics, /healthz and /readyz on this loopback address (such as 127.0.0.1:9809).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Sign in at the tenant's OpenID provider and write the token the gate reads to a file only
     /// you can read (TOOLGATE_IDENTITY_TOKEN_FILE), refreshing it before it expires.
@@ -759,6 +802,41 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 "{}",
                 serde_json::json!({"claimed": report.claimed, "lost": report.lost, "handed_back": report.handed_back, "settled": settled.into_iter().collect::<std::collections::BTreeMap<_, _>>()})
             );
+        }
+        Command::Console {
+            http,
+            public_url,
+            issuer,
+            client_id,
+            client_secret_file,
+            ca_file,
+            database,
+            tls_cert,
+            tls_key,
+            insecure_http,
+            listen,
+        } => {
+            let database = database
+                .or_else(|| std::env::var("TOOLGATE_DATABASE_URL").ok().filter(|v| !v.is_empty()))
+                .ok_or("give --database or set TOOLGATE_DATABASE_URL")?;
+            let tls = tls_cert.zip(tls_key).map(|(cert, key)| toolgate_mcp::config::ListenerTls { cert, key });
+            let opts = console::Options {
+                http,
+                public_url,
+                database,
+                issuer,
+                client_id,
+                client_secret_file,
+                ca_file,
+                tls,
+                insecure_http,
+                listen,
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            if let Err(e) = runtime.block_on(console::run(opts)) {
+                eprintln!("toolgate console: {e}");
+                return Ok(ExitCode::from(2));
+            }
         }
         Command::Mcp { http, listen, tls_cert, tls_key, insecure_http } => {
             toolgate_mcp::run(&toolgate_mcp::config::Options { http, listen, tls_cert, tls_key, insecure_http })?

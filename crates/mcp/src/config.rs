@@ -202,32 +202,8 @@ impl Config {
             None => Transport::Stdio(Stdio::from_lookup(&var)?),
             Some(addr) => Transport::Http(Http::from_lookup(&var, addr)?),
         };
-        let seconds = |name: &str, default: Duration| -> Result<Duration, String> {
-            match var(name) {
-                Some(s) => Ok(Duration::from_secs(
-                    s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number of seconds"))?,
-                )),
-                None => Ok(default),
-            }
-        };
-        let confirm_wait = seconds("TOOLGATE_CONFIRM_WAIT", DEFAULT_CONFIRM_WAIT)?;
-        let lock_timeout = seconds("TOOLGATE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)?;
-        let statement_timeout = seconds("TOOLGATE_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT)?;
-        let count = |name: &str, default: usize| -> Result<usize, String> {
-            match var(name) {
-                Some(s) => s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number")),
-                None => Ok(default),
-            }
-        };
-        let size = count("TOOLGATE_POOL_SIZE", default_pool_size())?;
-        if size == 0 {
-            return Err("TOOLGATE_POOL_SIZE 0: at least one connection".into());
-        }
-        let pool = PoolSize {
-            size,
-            queue: count("TOOLGATE_POOL_QUEUE", 8 * size)?,
-            wait: seconds("TOOLGATE_POOL_WAIT", DEFAULT_POOL_WAIT)?,
-        };
+        let confirm_wait = seconds(&var, "TOOLGATE_CONFIRM_WAIT", DEFAULT_CONFIRM_WAIT)?;
+        let Pooling { pool, lock_timeout, statement_timeout } = Pooling::from_lookup(&var)?;
         let state_key = match var("TOOLGATE_STATE_KEY_FILE") {
             Some(file) => {
                 let key = fs::read(&file).map_err(|e| format!("TOOLGATE_STATE_KEY_FILE {file}: {e}"))?;
@@ -246,15 +222,73 @@ impl Config {
     /// audience each token must name (the resource URL, RFC 8707: a token issued for another
     /// resource, or for none, is refused by the gate itself).
     pub fn session_settings(&self) -> Vec<(String, String)> {
-        let millis = |d: Duration| format!("{}ms", d.as_millis());
-        let mut settings = vec![
-            ("lock_timeout".to_string(), millis(self.lock_timeout)),
-            ("statement_timeout".to_string(), millis(self.statement_timeout)),
-        ];
+        let pooling =
+            Pooling { pool: self.pool, lock_timeout: self.lock_timeout, statement_timeout: self.statement_timeout };
+        let mut settings = pooling.settings();
         if let Transport::Http(http) = &self.transport {
             settings.push(("toolgate.audience".to_string(), http.resource.clone()));
         }
         settings
+    }
+}
+
+/// A setting of whole seconds (`default` when unset).
+fn seconds(var: &impl Fn(&str) -> Option<String>, name: &str, default: Duration) -> Result<Duration, String> {
+    match var(name) {
+        Some(s) => {
+            Ok(Duration::from_secs(s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number of seconds"))?))
+        }
+        None => Ok(default),
+    }
+}
+
+/// How a process around the gate holds its connections, the same for each (`toolgate mcp
+/// --http`, `toolgate console`): `TOOLGATE_POOL_SIZE`, `TOOLGATE_POOL_QUEUE`,
+/// `TOOLGATE_POOL_WAIT`, and the waits a statement may make, `TOOLGATE_LOCK_TIMEOUT` and
+/// `TOOLGATE_STATEMENT_TIMEOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pooling {
+    pub pool: PoolSize,
+    pub lock_timeout: Duration,
+    pub statement_timeout: Duration,
+}
+
+impl Pooling {
+    pub fn from_lookup(var: &impl Fn(&str) -> Option<String>) -> Result<Pooling, String> {
+        let count = |name: &str, default: usize| -> Result<usize, String> {
+            match var(name) {
+                Some(s) => s.trim().parse().map_err(|_| format!("{name} {s:?}: a whole number")),
+                None => Ok(default),
+            }
+        };
+        let size = count("TOOLGATE_POOL_SIZE", default_pool_size())?;
+        if size == 0 {
+            return Err("TOOLGATE_POOL_SIZE 0: at least one connection".into());
+        }
+        let pool = PoolSize {
+            size,
+            queue: count("TOOLGATE_POOL_QUEUE", 8 * size)?,
+            wait: seconds(var, "TOOLGATE_POOL_WAIT", DEFAULT_POOL_WAIT)?,
+        };
+        Ok(Pooling {
+            pool,
+            lock_timeout: seconds(var, "TOOLGATE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)?,
+            statement_timeout: seconds(var, "TOOLGATE_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT)?,
+        })
+    }
+
+    /// The process's environment.
+    pub fn from_env() -> Result<Pooling, String> {
+        Pooling::from_lookup(&|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// The waits every connection sets first.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let millis = |d: Duration| format!("{}ms", d.as_millis());
+        vec![
+            ("lock_timeout".to_string(), millis(self.lock_timeout)),
+            ("statement_timeout".to_string(), millis(self.statement_timeout)),
+        ]
     }
 }
 

@@ -300,6 +300,56 @@ impl Gate {
         self.counted(route, "confirm", outcome)
     }
 
+    /// `toolgate.tenant_pending(tenant, identity)`, or `toolgate.pending(identity)` when the tenant
+    /// is not known: what the approver whose token this is may decide (docs/approvals.md).
+    pub async fn pending(&self, tenant: Option<&str>, identity: &str) -> Result<Value, GateError> {
+        match tenant {
+            Some(tenant) => {
+                self.json("SELECT toolgate.tenant_pending($1::text, $2::text)", &[&tenant, &identity]).await
+            }
+            None => self.json("SELECT toolgate.pending($1::text)", &[&identity]).await,
+        }
+    }
+
+    /// `toolgate.tenant_approval_history(tenant, identity)`, or `toolgate.approval_history(identity)`.
+    pub async fn approval_history(&self, tenant: Option<&str>, identity: &str) -> Result<Value, GateError> {
+        match tenant {
+            Some(tenant) => {
+                self.json("SELECT toolgate.tenant_approval_history($1::text, $2::text)", &[&tenant, &identity]).await
+            }
+            None => self.json("SELECT toolgate.approval_history($1::text)", &[&identity]).await,
+        }
+    }
+
+    /// `toolgate.tenant_approve(tenant, identity, proposal, decision, word)`, or `toolgate.approve`
+    /// when the tenant is not known: an approver's decision on a proposal.
+    pub async fn approve(
+        &self,
+        tenant: Option<&str>,
+        identity: &str,
+        proposal: &str,
+        decision: &str,
+        word: Option<&str>,
+    ) -> Result<Value, GateError> {
+        let outcome = match tenant {
+            Some(tenant) => {
+                self.json(
+                    "SELECT toolgate.tenant_approve($1::text, $2::text, $3::text, $4::text, $5::text)",
+                    &[&tenant, &identity, &proposal, &decision, &word],
+                )
+                .await
+            }
+            None => {
+                self.json(
+                    "SELECT toolgate.approve($1::text, $2::text, $3::text, $4::text)",
+                    &[&identity, &proposal, &decision, &word],
+                )
+                .await
+            }
+        };
+        self.counted(&Route::default(), "approve", outcome)
+    }
+
     /// The server's counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

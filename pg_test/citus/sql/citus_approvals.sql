@@ -42,6 +42,10 @@ SELECT r->>'outcome' AS outcome, r->>'replayed' AS replayed
   FROM toolgate.tenant_call('shopping-c', :'ana', 'citus-approvals', 'request_close',
        '{"order_id": "890", "reason": "Inspeção validada", "idempotency_key": "citus-approvals-890"}') r;
 RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION toolgate_citus_approver;
+SELECT h->>'target' AS target, h->>'status' AS status
+  FROM jsonb_array_elements(toolgate.tenant_approval_history('shopping-c', :'bia')->'result'->'history') h;
+RESET SESSION AUTHORIZATION;
 SELECT tool, outcome, rule FROM toolgate.audit
  WHERE tenant_id = 'shopping-c' AND kind = 'confirm' AND proposal_id = :'pid'::uuid ORDER BY audit_id;
 SET ROLE toolgate_admin;

@@ -1,0 +1,886 @@
+//! `toolgate console`: the approvals console (docs/console.md), where the person who approves
+//! works. They sign in at the company's OpenID provider (the authorization code grant with PKCE,
+//! openidconnect's), and see server-rendered pages (askama; no script): what waits for them
+//! (`toolgate.pending`), a decision on each (`toolgate.approve`, with the word a tier-3 proposal
+//! asks for), and what was decided (`toolgate.approval_history`).
+//!
+//! The ID token the provider issued to the console is the approver's identity: the gate verifies
+//! it on every statement (each connection sets `toolgate.audience` to the console's client id, so
+//! no token for another audience is accepted). The console keeps it in its own memory for the
+//! session and never puts it in a cookie, a URL or a page: the session cookie holds a random id
+//! (`HttpOnly`, `Secure`, `SameSite=Strict`), every form carries the session's CSRF token and is
+//! refused from another origin, and every page is sent with a Content-Security-Policy that allows
+//! nothing but the console's own stylesheet. A session ends with its ID token, or at sign-out.
+
+use askama::Template;
+use axum::extract::{Form, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use axum_server::tls_rustls::RustlsConfig;
+use base64::Engine;
+use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
+use openidconnect::{
+    reqwest, AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, Nonce, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, Scope,
+};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
+use toolgate_mcp::config::{ListenerTls, Pooling};
+use toolgate_mcp::gate::{Gate, GateError};
+use toolgate_pgconn::Database;
+
+/// How `toolgate console` was started.
+pub struct Options {
+    /// Where it listens.
+    pub http: SocketAddr,
+    /// The console's address as a browser reaches it (the provider sends the person back to its
+    /// `/callback`); `http://ADDR` when not given.
+    pub public_url: Option<String>,
+    /// The gate's database (libpq settings), logged in as a member of `toolgate_approver`.
+    pub database: String,
+    pub issuer: String,
+    pub client_id: String,
+    /// A confidential client's secret; none: a public client (PKCE alone).
+    pub client_secret_file: Option<PathBuf>,
+    /// More certificate authorities (PEM) for the provider's HTTPS.
+    pub ca_file: Option<PathBuf>,
+    pub tls: Option<ListenerTls>,
+    /// Plain HTTP on an address other than loopback (only behind a TLS proxy).
+    pub insecure_http: bool,
+    /// `/metrics`, `/healthz` and `/readyz` on this loopback address.
+    pub listen: Option<SocketAddr>,
+}
+
+/// The cookie that names a session.
+const SESSION: &str = "toolgate_console";
+/// The cookie that names a sign-in under way (SameSite=Lax: the provider's redirect back is a
+/// navigation from another site).
+const SIGNING_IN: &str = "toolgate_console_login";
+/// How long a sign-in may take at the provider.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
+/// Sessions and sign-ins at most (the oldest go first).
+const HELD: usize = 10_000;
+
+const CSS: &str = include_str!("../templates/console/console.css");
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+
+struct Session {
+    /// The ID token: the approver's identity for the gate. Never leaves this process but to the
+    /// database.
+    id_token: String,
+    /// Who signed in, as the provider says (for the page's header).
+    name: String,
+    /// The ID token's expiry (Unix seconds): the session's end.
+    expires: i64,
+    csrf: String,
+    /// The tenant the gate named on the first listing (then every statement is routed by it).
+    tenant: Option<String>,
+    /// What the last decision came to, shown once.
+    flash: Option<Flash>,
+}
+
+#[derive(Clone)]
+struct Flash {
+    ok: bool,
+    text: String,
+}
+
+struct SignIn {
+    verifier: PkceCodeVerifier,
+    state: String,
+    nonce: Nonce,
+    started: Instant,
+}
+
+struct Console {
+    gate: Gate,
+    metadata: CoreProviderMetadata,
+    client_id: ClientId,
+    client_secret: Option<ClientSecret>,
+    redirect: RedirectUrl,
+    /// scheme://host[:port] of the public address: a form from anywhere else is refused.
+    origin: String,
+    http: reqwest::Client,
+    sessions: Mutex<HashMap<String, Session>>,
+    signing_in: Mutex<HashMap<String, SignIn>>,
+    metrics: Metrics,
+}
+
+fn random() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn now() -> i64 {
+    crate::keys::now()
+}
+
+/// The OpenID client, with the console's callback.
+macro_rules! oidc {
+    ($console:expr) => {
+        CoreClient::from_provider_metadata(
+            $console.metadata.clone(),
+            $console.client_id.clone(),
+            $console.client_secret.clone(),
+        )
+        .set_redirect_uri($console.redirect.clone())
+    };
+}
+
+/// Start the console; runs until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> Result<(), String> {
+    let loopback = opts.http.ip().is_loopback();
+    if opts.tls.is_none() && !loopback && !opts.insecure_http {
+        return Err(format!(
+            "--http {}: plain HTTP beyond loopback needs --insecure-http (only behind a TLS proxy that is the only \
+             way in); or give --tls-cert and --tls-key",
+            opts.http
+        ));
+    }
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let public = opts.public_url.clone().unwrap_or_else(|| format!("{scheme}://{}", opts.http));
+    let public = openidconnect::url::Url::parse(&public).map_err(|e| format!("--public-url {public}: {e}"))?;
+    let origin = public.origin().ascii_serialization();
+    let redirect = RedirectUrl::new(format!("{}/callback", public.as_str().trim_end_matches('/')))
+        .map_err(|e| format!("--public-url: {e}"))?;
+    let http = http_client(opts.ca_file.as_ref())?;
+    let issuer = IssuerUrl::new(opts.issuer.clone()).map_err(|e| format!("--issuer: {e}"))?;
+    let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+        .await
+        .map_err(|e| format!("discovery at {}: {}", opts.issuer, chain(&e)))?;
+    let client_secret = match &opts.client_secret_file {
+        Some(path) => Some(ClientSecret::new(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("--client-secret-file {}: {e}", path.display()))?
+                .trim()
+                .to_string(),
+        )),
+        None => None,
+    };
+    let database = Database::parse(&opts.database, "toolgate console").map_err(|e| format!("--database: {e}"))?;
+    let pooling = Pooling::from_env()?;
+    let mut settings = pooling.settings();
+    settings.push(("toolgate.audience".to_string(), opts.client_id.clone()));
+    let gate = Gate::new(&database, settings, pooling.pool)?;
+    let console = Arc::new(Console {
+        gate,
+        metadata,
+        client_id: ClientId::new(opts.client_id.clone()),
+        client_secret,
+        redirect,
+        origin,
+        http,
+        sessions: Mutex::new(HashMap::new()),
+        signing_in: Mutex::new(HashMap::new()),
+        metrics: Metrics::new(),
+    });
+    let app = Router::new()
+        .route("/", get(pending_page))
+        .route("/history", get(history_page))
+        .route("/decide", post(decide))
+        .route("/login", get(login))
+        .route("/callback", get(callback))
+        .route("/logout", post(logout))
+        .route("/console.css", get(stylesheet))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .layer(axum::middleware::map_response(secured))
+        .with_state(console.clone());
+    if let Some(listen) = opts.listen {
+        if !listen.ip().is_loopback() {
+            return Err(format!("--listen {listen}: /metrics is served on a loopback address only"));
+        }
+        let operator = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(console.clone());
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("--listen {listen}: {e}"))?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, operator).await;
+        });
+    }
+    let listener = std::net::TcpListener::bind(opts.http).map_err(|e| format!("--http {}: {e}", opts.http))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    tokio::spawn(async move {
+        stopped().await;
+        stopping.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    eprintln!("toolgate console: {scheme}://{local} (as {})", public.as_str());
+    let app = app.into_make_service();
+    match opts.tls {
+        Some(files) => {
+            let config = RustlsConfig::from_config(Arc::new(toolgate_mcp::tls::server_config(&files)?));
+            tokio::spawn(toolgate_mcp::tls::reload(files, config.clone()));
+            axum_server::from_tcp_rustls(listener, config)
+                .map_err(|e| e.to_string())?
+                .handle(handle)
+                .serve(app)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        None => axum_server::from_tcp(listener)
+            .map_err(|e| e.to_string())?
+            .handle(handle)
+            .serve(app)
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// The HTTP client of the exchanges with the provider: no redirect followed, the Mozilla roots
+/// and `ca_file`.
+fn http_client(ca_file: Option<&PathBuf>) -> Result<reqwest::Client, String> {
+    let mut builder =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(Duration::from_secs(30));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
+        for cert in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("--ca-file {}: {e}", path.display()))?
+        {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder.build().map_err(|e| format!("the HTTP client: {e}"))
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+/// Every answer: no cache, no framing, no sniffing, no referrer, and the policy that lets a page
+/// load nothing but the console's stylesheet.
+async fn secured(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+fn set_cookie(name: &str, value: &str, same_site: &str, path: &str, max_age: i64) -> (header::HeaderName, String) {
+    (
+        header::SET_COOKIE,
+        format!("{name}={value}; HttpOnly; Secure; SameSite={same_site}; Path={path}; Max-Age={max_age}"),
+    )
+}
+
+fn see_other(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
+}
+
+fn page(t: impl Template) -> Response {
+    match t.render() {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the page could not be rendered: {e}")).into_response(),
+    }
+}
+
+/// The session a request's cookie names, if it is live.
+fn session_id(console: &Console, headers: &HeaderMap) -> Option<String> {
+    let id = cookie(headers, SESSION)?;
+    let mut sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    match sessions.get(&id) {
+        Some(s) if s.expires > now() => Some(id),
+        Some(_) => {
+            sessions.remove(&id);
+            None
+        }
+        None => None,
+    }
+}
+
+/// The words of the pages, in the tenant's language.
+pub struct Words {
+    pub lang: &'static str,
+    pub title: &'static str,
+    pub pending: &'static str,
+    pub history: &'static str,
+    pub sign_in: &'static str,
+    pub sign_out: &'static str,
+    pub signed_in_as: &'static str,
+    pub nothing_waits: &'static str,
+    pub nothing_decided: &'static str,
+    pub requester: &'static str,
+    pub value: &'static str,
+    pub made: &'static str,
+    pub expires: &'static str,
+    pub approvals: &'static str,
+    pub approved_by: &'static str,
+    pub approve: &'static str,
+    pub decline: &'static str,
+    pub word: &'static str,
+    pub status: &'static str,
+    pub decisions: &'static str,
+    pub filter: &'static str,
+    pub all: &'static str,
+    pub tool: &'static str,
+    pub session_ended: &'static str,
+    pub intro: &'static str,
+    pub third_party: &'static str,
+}
+
+const EN: Words = Words {
+    lang: "en",
+    title: "Approvals",
+    pending: "Waiting for you",
+    history: "History",
+    sign_in: "Sign in",
+    sign_out: "Sign out",
+    signed_in_as: "Signed in as",
+    nothing_waits: "Nothing waits for your decision.",
+    nothing_decided: "Nothing decided yet.",
+    requester: "Asked by",
+    value: "Value",
+    made: "Made",
+    expires: "Expires",
+    approvals: "Approvals",
+    approved_by: "approved by",
+    approve: "Approve",
+    decline: "Decline",
+    word: "Type the word the proposal asks for",
+    status: "Status",
+    decisions: "Decisions",
+    filter: "Filter",
+    all: "all",
+    tool: "Tool",
+    session_ended: "Your session has ended. Sign in again.",
+    intro: "Sign in with your company account to see what waits for your approval.",
+    third_party: "Quotes data from the ERP: read it as data, not as instructions.",
+};
+
+const PT: Words = Words {
+    lang: "pt",
+    title: "Aprovações",
+    pending: "Aguardando você",
+    history: "Histórico",
+    sign_in: "Entrar",
+    sign_out: "Sair",
+    signed_in_as: "Conectado como",
+    nothing_waits: "Nada aguarda a sua decisão.",
+    nothing_decided: "Nada decidido ainda.",
+    requester: "Pedido por",
+    value: "Valor",
+    made: "Feito",
+    expires: "Expira",
+    approvals: "Aprovações",
+    approved_by: "aprovado por",
+    approve: "Aprovar",
+    decline: "Recusar",
+    word: "Digite a palavra que a proposta pede",
+    status: "Situação",
+    decisions: "Decisões",
+    filter: "Filtrar",
+    all: "todas",
+    tool: "Ferramenta",
+    session_ended: "A sua sessão terminou. Entre de novo.",
+    intro: "Entre com a sua conta da empresa para ver o que aguarda a sua aprovação.",
+    third_party: "Cita dados do ERP: leia como dados, não como instruções.",
+};
+
+const ES: Words = Words {
+    lang: "es",
+    title: "Aprobaciones",
+    pending: "Esperando por usted",
+    history: "Historial",
+    sign_in: "Entrar",
+    sign_out: "Salir",
+    signed_in_as: "Conectado como",
+    nothing_waits: "Nada espera su decisión.",
+    nothing_decided: "Nada decidido aún.",
+    requester: "Pedido por",
+    value: "Valor",
+    made: "Hecho",
+    expires: "Vence",
+    approvals: "Aprobaciones",
+    approved_by: "aprobado por",
+    approve: "Aprobar",
+    decline: "Rechazar",
+    word: "Escriba la palabra que pide la propuesta",
+    status: "Estado",
+    decisions: "Decisiones",
+    filter: "Filtrar",
+    all: "todas",
+    tool: "Herramienta",
+    session_ended: "Su sesión terminó. Entre de nuevo.",
+    intro: "Entre con su cuenta de la empresa para ver lo que espera su aprobación.",
+    third_party: "Cita datos del ERP: léalos como datos, no como instrucciones.",
+};
+
+fn words(lang: Option<&str>) -> &'static Words {
+    match lang {
+        Some("pt") => &PT,
+        Some("es") => &ES,
+        _ => &EN,
+    }
+}
+
+/// A proposal as a page shows it.
+pub struct Item {
+    pub id: String,
+    pub tool: String,
+    pub target: String,
+    pub text: String,
+    pub tier: i64,
+    pub value: String,
+    pub requester: String,
+    pub made: String,
+    pub expires: String,
+    pub approvals: i64,
+    pub needed: i64,
+    pub approved_by: String,
+    pub status: String,
+    pub decisions: Vec<(String, String, String)>,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn item(v: &Value) -> Item {
+    let value = match (v["amount_text"].as_str(), v["amount"].as_str()) {
+        (Some(shown), _) => shown.to_string(),
+        (None, Some(amount)) => format!("{amount} {}", text(&v["currency"])),
+        _ => String::new(),
+    };
+    let names = |list: &Value| list.as_array().map(|a| a.iter().map(text).collect::<Vec<_>>().join(", "));
+    Item {
+        id: text(&v["proposal"]),
+        tool: text(&v["tool"]),
+        target: text(&v["target"]),
+        text: text(&v["text"]),
+        tier: v["tier"].as_i64().unwrap_or(1),
+        value,
+        requester: text(&v["requester"]),
+        made: text(&v["created_at"]).replace('T', " ").trim_end_matches('Z').get(..16).unwrap_or_default().to_string(),
+        expires: text(&v["expires_at"])
+            .replace('T', " ")
+            .trim_end_matches('Z')
+            .get(..16)
+            .unwrap_or_default()
+            .to_string(),
+        approvals: v["approvals"].as_i64().unwrap_or(0),
+        needed: v["needed"].as_i64().unwrap_or(1),
+        approved_by: names(&v["approved_by"]).unwrap_or_default(),
+        status: text(&v["status"]),
+        decisions: v["decisions"]
+            .as_array()
+            .map(|d| d.iter().map(|x| (text(&x["approver"]), text(&x["decision"]), text(&x["at"]))).collect())
+            .unwrap_or_default(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/signin.html")]
+struct SignInPage {
+    w: &'static Words,
+    note: Option<&'static str>,
+}
+
+#[derive(Template)]
+#[template(path = "console/pending.html")]
+struct PendingPage {
+    w: &'static Words,
+    name: String,
+    csrf: String,
+    flash: Option<Flash>,
+    items: Vec<Item>,
+}
+
+#[derive(Template)]
+#[template(path = "console/history.html")]
+struct HistoryPage {
+    w: &'static Words,
+    name: String,
+    csrf: String,
+    items: Vec<Item>,
+    statuses: Vec<(String, bool)>,
+    tools: Vec<(String, bool)>,
+}
+
+#[derive(Template)]
+#[template(path = "console/continue.html")]
+struct ContinuePage {
+    w: &'static Words,
+}
+
+/// A listing for the session's token, or the page that says the session ended.
+async fn listed(console: &Console, id: &str, history: bool) -> Result<(Value, String, String), Response> {
+    let (token, tenant, name, csrf) = {
+        let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(s) = sessions.get(id) else { return Err(see_other("/")) };
+        (s.id_token.clone(), s.tenant.clone(), s.name.clone(), s.csrf.clone())
+    };
+    let answer = if history {
+        console.gate.approval_history(tenant.as_deref(), &token).await
+    } else {
+        console.gate.pending(tenant.as_deref(), &token).await
+    };
+    match answer {
+        Ok(v) if v["outcome"] == "SUCCEEDED" => {
+            if tenant.is_none() {
+                if let Some(t) = v["result"]["tenant"].as_str() {
+                    if let Some(s) = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id) {
+                        s.tenant = Some(t.to_string());
+                    }
+                }
+            }
+            Ok((v["result"].clone(), name, csrf))
+        }
+        Ok(_) => {
+            // The gate refused the token (expired, revoked, another audience): the session ends.
+            console.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+            Err(signed_out(Some(EN.session_ended)))
+        }
+        Err(e) => Err(unavailable(&e)),
+    }
+}
+
+fn unavailable(e: &GateError) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "5")], format!("{e}")).into_response()
+}
+
+fn signed_out(note: Option<&'static str>) -> Response {
+    let mut response = page(SignInPage { w: &EN, note });
+    let (k, v) = set_cookie(SESSION, "", "Strict", "/", 0);
+    response.headers_mut().insert(k, HeaderValue::from_str(&v).expect("a cookie header"));
+    response
+}
+
+async fn pending_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    let (result, name, csrf) = match listed(&console, &id, false).await {
+        Ok(listed) => listed,
+        Err(response) => return response,
+    };
+    let flash = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id).and_then(|s| s.flash.take());
+    let items = result["pending"].as_array().map(|a| a.iter().map(item).collect()).unwrap_or_default();
+    page(PendingPage { w: words(result["language"].as_str()), name, csrf, flash, items })
+}
+
+#[derive(Deserialize)]
+struct HistoryFilter {
+    status: Option<String>,
+    tool: Option<String>,
+}
+
+async fn history_page(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(filter): Query<HistoryFilter>,
+) -> Response {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    let (result, name, csrf) = match listed(&console, &id, true).await {
+        Ok(listed) => listed,
+        Err(response) => return response,
+    };
+    let all: Vec<Item> = result["history"].as_array().map(|a| a.iter().map(item).collect()).unwrap_or_default();
+    let chosen = |f: &Option<String>| f.as_deref().filter(|s| !s.is_empty()).map(str::to_string);
+    let (status, tool) = (chosen(&filter.status), chosen(&filter.tool));
+    let mut statuses: Vec<String> = all.iter().map(|i| i.status.clone()).collect();
+    let mut tools: Vec<String> = all.iter().map(|i| i.tool.clone()).collect();
+    for list in [&mut statuses, &mut tools] {
+        list.sort();
+        list.dedup();
+    }
+    let items = all
+        .into_iter()
+        .filter(|i| status.as_ref().is_none_or(|s| &i.status == s) && tool.as_ref().is_none_or(|t| &i.tool == t))
+        .collect();
+    page(HistoryPage {
+        w: words(result["language"].as_str()),
+        name,
+        csrf,
+        items,
+        statuses: statuses.into_iter().map(|s| (s.clone(), status.as_ref() == Some(&s))).collect(),
+        tools: tools.into_iter().map(|t| (t.clone(), tool.as_ref() == Some(&t))).collect(),
+    })
+}
+
+/// A form from this console's own pages: same origin (when the browser says), and the session's
+/// CSRF token. Anything else is 403, with nothing done.
+fn form_checked(console: &Console, headers: &HeaderMap, id: &str, csrf: &str) -> bool {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if origin.as_bytes() != console.origin.as_bytes() {
+            return false;
+        }
+    }
+    let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    sessions.get(id).is_some_and(|s| bool::from(s.csrf.as_bytes().ct_eq(csrf.as_bytes())))
+}
+
+#[derive(Deserialize)]
+struct Decision {
+    #[serde(default)]
+    csrf: String,
+    proposal: String,
+    decision: String,
+    #[serde(default)]
+    word: String,
+}
+
+async fn decide(State(console): State<Arc<Console>>, headers: HeaderMap, Form(form): Form<Decision>) -> Response {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    if !form_checked(&console, &headers, &id, &form.csrf) {
+        return (StatusCode::FORBIDDEN, "This form did not come from this console's page; nothing was done.")
+            .into_response();
+    }
+    let (token, tenant) = {
+        let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(s) = sessions.get(&id) else { return signed_out(None) };
+        (s.id_token.clone(), s.tenant.clone())
+    };
+    let word = Some(form.word.trim()).filter(|w| !w.is_empty());
+    let answer = console.gate.approve(tenant.as_deref(), &token, &form.proposal, &form.decision, word).await;
+    console.metrics.decided(answer.as_ref().ok().and_then(|v| v["outcome"].as_str()).unwrap_or("error"));
+    let flash = match &answer {
+        Ok(v) => {
+            let outcome = v["outcome"].as_str().unwrap_or("?");
+            let summary = v["content"][0]["text"].as_str().unwrap_or_default();
+            let ok = matches!(outcome, "SUCCEEDED" | "NEEDS_CONFIRMATION" | "PENDING" | "CANCELLED");
+            let rule = v["rule"].as_str().map(|r| format!(" {r}")).unwrap_or_default();
+            Flash { ok, text: format!("{outcome}{rule}: {summary}") }
+        }
+        Err(e) => Flash { ok: false, text: e.to_string() },
+    };
+    if let Some(s) = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id) {
+        s.flash = Some(flash);
+    }
+    see_other("/")
+}
+
+#[derive(Deserialize)]
+struct SignOut {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap, Form(form): Form<SignOut>) -> Response {
+    if let Some(id) = session_id(&console, &headers) {
+        if !form_checked(&console, &headers, &id, &form.csrf) {
+            return (StatusCode::FORBIDDEN, "This form did not come from this console's page; nothing was done.")
+                .into_response();
+        }
+        console.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+    let (k, v) = set_cookie(SESSION, "", "Strict", "/", 0);
+    (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_string()), (k, v)]).into_response()
+}
+
+/// Keep at most `HELD` entries, dropping the oldest by `age`.
+fn bounded<T>(map: &mut HashMap<String, T>, age: impl Fn(&T) -> i64) {
+    if map.len() < HELD {
+        return;
+    }
+    if let Some(oldest) = map.iter().min_by_key(|(_, v)| age(v)).map(|(k, _)| k.clone()) {
+        map.remove(&oldest);
+    }
+}
+
+async fn login(State(console): State<Arc<Console>>) -> Response {
+    let client = oidc!(console);
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, state, nonce) = client
+        .authorize_url(CoreAuthenticationFlow::AuthorizationCode, CsrfToken::new_random, Nonce::new_random)
+        .add_scope(Scope::new("profile".into()))
+        .set_pkce_challenge(challenge)
+        .url();
+    let id = random();
+    {
+        let mut signing_in = console.signing_in.lock().unwrap_or_else(|p| p.into_inner());
+        signing_in.retain(|_, s| s.started.elapsed() < SIGN_IN_WAIT);
+        let start = Instant::now();
+        bounded(&mut signing_in, |s| -(start.duration_since(s.started).as_secs() as i64));
+        signing_in
+            .insert(id.clone(), SignIn { verifier, state: state.secret().clone(), nonce, started: Instant::now() });
+    }
+    let (k, v) = set_cookie(SIGNING_IN, &id, "Lax", "/callback", SIGN_IN_WAIT.as_secs() as i64);
+    (StatusCode::SEE_OTHER, [(header::LOCATION, url.to_string()), (k, v)]).into_response()
+}
+
+#[derive(Deserialize)]
+struct Back {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+async fn callback(State(console): State<Arc<Console>>, headers: HeaderMap, Query(back): Query<Back>) -> Response {
+    let refused =
+        |why: &str| (StatusCode::BAD_REQUEST, format!("Sign-in refused: {why}. Sign in again.")).into_response();
+    let Some(started) = cookie(&headers, SIGNING_IN) else { return refused("no sign-in under way in this browser") };
+    let Some(sign_in) = console.signing_in.lock().unwrap_or_else(|p| p.into_inner()).remove(&started) else {
+        return refused("no sign-in under way in this browser");
+    };
+    let state_ok = back.state.as_deref().is_some_and(|s| bool::from(s.as_bytes().ct_eq(sign_in.state.as_bytes())));
+    if !state_ok || sign_in.started.elapsed() > SIGN_IN_WAIT {
+        return refused("the answer is not for this sign-in");
+    }
+    if let Some(error) = back.error {
+        return refused(&format!("the provider said {error}"));
+    }
+    let Some(code) = back.code else { return refused("no code") };
+    let client = oidc!(console);
+    let exchange = match client.exchange_code(AuthorizationCode::new(code)) {
+        Ok(request) => request.set_pkce_verifier(sign_in.verifier).request_async(&console.http).await,
+        Err(e) => return refused(&format!("the provider has no token endpoint ({e})")),
+    };
+    let token = match exchange {
+        Ok(token) => token,
+        Err(e) => return refused(&format!("the token endpoint: {}", chain(&e))),
+    };
+    let Some(id_token) = openidconnect::TokenResponse::id_token(&token) else {
+        return refused("the provider's answer has no ID token");
+    };
+    let claims = match id_token.claims(&client.id_token_verifier(), &sign_in.nonce) {
+        Ok(claims) => claims,
+        Err(e) => return refused(&format!("the ID token: {}", chain(&e))),
+    };
+    let name = claims
+        .preferred_username()
+        .map(|n| n.as_str().to_string())
+        .unwrap_or_else(|| claims.subject().as_str().to_string());
+    let expires = claims.expiration().timestamp();
+    let id = random();
+    {
+        let mut sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let at = now();
+        sessions.retain(|_, s| s.expires > at);
+        bounded(&mut sessions, |s| s.expires);
+        sessions.insert(
+            id.clone(),
+            Session { id_token: id_token.to_string(), name, expires, csrf: random(), tenant: None, flash: None },
+        );
+    }
+    // A page, not a redirect: the session cookie is SameSite=Strict, and a redirect that ends a
+    // navigation another site started would not carry it to the first page.
+    let mut response = page(ContinuePage { w: &EN });
+    let max_age = (expires - now()).max(0);
+    for (k, v) in [set_cookie(SESSION, &id, "Strict", "/", max_age), set_cookie(SIGNING_IN, "", "Lax", "/callback", 0)]
+    {
+        response.headers_mut().append(k, HeaderValue::from_str(&v).expect("a cookie header"));
+    }
+    response
+}
+
+async fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], CSS).into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(console): State<Arc<Console>>) -> Response {
+    match console.gate.ready().await {
+        Ok(()) => "ready\n".into_response(),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn metrics(State(console): State<Arc<Console>>) -> Response {
+    let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let text = console.metrics.render(sessions, console.gate.status());
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    outcome: String,
+}
+
+/// What the console counts (metric names `toolgate_console_…`): decisions by the gate's outcome,
+/// the approvers signed in, the pool. Never a tenant, a person or a proposal as a label.
+struct Metrics {
+    registry: Registry,
+    decisions: Family<Outcome, Counter>,
+    sessions: Gauge,
+    pool_size: Gauge,
+    pool_in_use: Gauge,
+    pool_waiting: Gauge,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("toolgate_console");
+        let decisions = Family::<Outcome, Counter>::default();
+        let (sessions, pool_size, pool_in_use, pool_waiting) =
+            (Gauge::default(), Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "decisions",
+            "Approvers' decisions sent to the gate, by the gate's outcome (error: none)",
+            decisions.clone(),
+        );
+        registry.register("sessions", "Approvers signed in now", sessions.clone());
+        registry.register("pool_connections", "Database connections open", pool_size.clone());
+        registry.register("pool_in_use", "Database connections running a statement", pool_in_use.clone());
+        registry.register("pool_waiting", "Requests waiting for a database connection", pool_waiting.clone());
+        Metrics { registry, decisions, sessions, pool_size, pool_in_use, pool_waiting }
+    }
+
+    fn decided(&self, outcome: &str) {
+        self.decisions.get_or_create(&Outcome { outcome: outcome.to_string() }).inc();
+    }
+
+    fn render(&self, sessions: usize, pool: toolgate_mcp::metrics::PoolStatus) -> String {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.sessions.set(gauge(sessions));
+        self.pool_size.set(gauge(pool.size));
+        self.pool_in_use.set(gauge(pool.in_use));
+        self.pool_waiting.set(gauge(pool.waiting));
+        let mut text = String::new();
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
