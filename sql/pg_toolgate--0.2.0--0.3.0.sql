@@ -2036,41 +2036,28 @@ CREATE TABLE toolgate.approvals (
 );
 SELECT pg_catalog.pg_extension_config_dump('toolgate.approvals', '');
 
+-- The approvers' entry points, in Rust (src/entry.rs), created with the library pgrx created its
+-- own functions with (toolgate.caller's), as sql/api.sql does for the agent's.
 DO $create$
+DECLARE
+    f record;
 BEGIN
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.approve(identity text, proposal_id text, decision text, word text DEFAULT NULL)
-        RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'approve_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.tenant_approve(tenant text, identity text, proposal_id text, decision text,
-                                                word text DEFAULT NULL)
-        RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'tenant_approve_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.pending(identity text) RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'pending_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.tenant_pending(tenant text, identity text) RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'tenant_pending_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.approval_history(identity text) RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'approval_history_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
-    EXECUTE pg_catalog.format($sql$
-        CREATE FUNCTION toolgate.tenant_approval_history(tenant text, identity text) RETURNS jsonb
-        LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
-        AS %L, 'tenant_approval_history_wrapper'
-    $sql$, (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure));
+    FOR f IN VALUES
+        ('toolgate.approve(identity text, proposal_id text, decision text, word text DEFAULT NULL)', 'approve'),
+        ('toolgate.tenant_approve(tenant text, identity text, proposal_id text, decision text, word text DEFAULT NULL)',
+         'tenant_approve'),
+        ('toolgate.pending(identity text)', 'pending'),
+        ('toolgate.tenant_pending(tenant text, identity text)', 'tenant_pending'),
+        ('toolgate.approval_history(identity text)', 'approval_history'),
+        ('toolgate.tenant_approval_history(tenant text, identity text)', 'tenant_approval_history')
+    LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE FUNCTION %s RETURNS jsonb LANGUAGE c VOLATILE SECURITY DEFINER '
+            'SET search_path = pg_catalog, toolgate, pg_temp AS %L, %L',
+            f.column1,
+            (SELECT p.probin FROM pg_catalog.pg_proc p WHERE p.oid = 'toolgate.caller()'::pg_catalog.regprocedure),
+            f.column2 || '_wrapper');
+    END LOOP;
 END
 $create$;
 

@@ -9,11 +9,12 @@
 mod common;
 
 use base64::Engine;
+use common::oidc::{repository, Provider};
 use common::*;
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use toolgate_cli::db;
@@ -21,16 +22,6 @@ use toolgate_cli::fixture::{APP, DBA};
 
 const CONSOLE_CLIENT: &str = "toolgate-console";
 const LOGIN: &str = "toolgate_test_console";
-
-fn python() -> PathBuf {
-    std::env::var("TOOLGATE_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repository().join("target/pyjwt/bin/python"))
-}
-
-fn repository() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A child process killed when dropped.
 struct Killed(Child);
@@ -42,40 +33,17 @@ impl Drop for Killed {
     }
 }
 
-struct Provider {
-    _child: Killed,
-    dir: PathBuf,
-    issuer: String,
+/// Who may sign in at the provider: the requester (a supervisor), two managers, a technician.
+fn people() -> Value {
+    json!([
+        {"username": "maria", "tenant": "shopping-a", "roles": ["supervisor"]},
+        {"username": "joao", "tenant": "shopping-a", "roles": ["manager"]},
+        {"username": "ana", "tenant": "shopping-a", "roles": ["manager"]},
+        {"username": "rui", "tenant": "shopping-a", "roles": ["technician"]}
+    ])
 }
 
 impl Provider {
-    fn start(dir: &Path) -> Provider {
-        let _ = std::fs::remove_dir_all(dir);
-        let people = json!([
-            {"username": "maria", "tenant": "shopping-a", "roles": ["supervisor"]},
-            {"username": "joao", "tenant": "shopping-a", "roles": ["manager"]},
-            {"username": "ana", "tenant": "shopping-a", "roles": ["manager"]},
-            {"username": "rui", "tenant": "shopping-a", "roles": ["technician"]}
-        ]);
-        let child = Command::new(python())
-            .arg(repository().join("tests/oidc/login_provider.py"))
-            .arg("serve")
-            .arg(dir)
-            .env("LOGIN_PROVIDER_PEOPLE", people.to_string())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e} (scripts/setup.sh installs it)", python().display()));
-        let started = Instant::now();
-        let issuer = loop {
-            if let Ok(issuer) = std::fs::read_to_string(dir.join("issuer")) {
-                break issuer.trim().to_string();
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "the provider did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Provider { _child: Killed(child), dir: dir.to_path_buf(), issuer }
-    }
-
     fn password(&self, username: &str) -> String {
         let people: Value =
             serde_json::from_str(&std::fs::read_to_string(self.dir.join("people.json")).unwrap()).unwrap();
@@ -283,7 +251,7 @@ struct Setup {
 
 async fn setup(name: &str) -> Setup {
     let lab = lab(name).await;
-    let provider = Provider::start(&keys_dir().join(format!("{name}-provider")));
+    let provider = Provider::start(&keys_dir().join(format!("{name}-provider")), Some(&people()));
     let root = lab.connect("postgres").await.unwrap();
     root.batch_execute(&format!(
         "DO $$ BEGIN CREATE ROLE {LOGIN} LOGIN IN ROLE toolgate_approver; \

@@ -8,65 +8,20 @@
 
 mod common;
 
+use common::oidc::{python, repository, Provider};
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use toolgate_cli::db;
 use toolgate_cli::fixture::{APP, DBA};
 
 const CLIENT: &str = "toolgate-cli";
 
-fn python() -> PathBuf {
-    std::env::var("TOOLGATE_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|_| root().join("target/pyjwt/bin/python"))
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The provider, killed when dropped.
-struct Provider {
-    child: Child,
-    dir: PathBuf,
-    issuer: String,
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Provider {
-    fn start(dir: &Path) -> Provider {
-        let _ = std::fs::remove_dir_all(dir);
-        let child = Command::new(python())
-            .arg(root().join("tests/oidc/login_provider.py"))
-            .arg("serve")
-            .arg(dir)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e} (scripts/setup.sh installs it)", python().display()));
-        let started = Instant::now();
-        let issuer = loop {
-            if let Ok(issuer) = std::fs::read_to_string(dir.join("issuer")) {
-                break issuer.trim().to_string();
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "the provider did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Provider { child, dir: dir.to_path_buf(), issuer }
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
     fn person(&self) -> Value {
         serde_json::from_str(&std::fs::read_to_string(self.file("person.json")).unwrap()).unwrap()
     }
@@ -74,7 +29,7 @@ impl Provider {
     /// The person at `url`, approving or denying.
     fn answer(&self, url: &str, approve: bool) {
         let mut person = Command::new(python());
-        person.arg(root().join("tests/oidc/login_provider.py")).arg("person").arg(&self.dir).arg(url);
+        person.arg(repository().join("tests/oidc/login_provider.py")).arg("person").arg(&self.dir).arg(url);
         if !approve {
             person.arg("deny");
         }
@@ -156,7 +111,7 @@ async fn gate_says(app: &tokio_postgres::Client, token: &str) -> String {
 async fn a_person_signs_in_and_the_token_is_kept_fresh() {
     let lab = lab("login").await;
     let dir = keys_dir().join("login-provider");
-    let provider = Provider::start(&dir);
+    let provider = Provider::start(&dir, None);
     let sub = provider.person()["sub"].as_str().unwrap().to_string();
     // The DBA registers the provider as docs/identity.md says: its JWKS, the API audience (the
     // access token's) and the client's (the ID token's), the tenant claim.

@@ -303,6 +303,17 @@ fn run_confirm(
     scope::scope(audit, |audit| decide_proposal(&who, &answer, audit)).map(Decided::settle)
 }
 
+/// The proposal a person's answer names, in their tenant, its target locked
+/// (`confirmation::load`); the audit row names its tool, conversation, target and id.
+fn load_proposal(who: &Identity, id: &str, audit: &mut Audit) -> Step<confirmation::Stored> {
+    let p = audit.step(StepName::Confirmation, confirmation::load(who, id))?;
+    audit.tool(&p.tool);
+    audit.conversation(&p.conversation);
+    audit.target(&p.target);
+    audit.proposal(&p.id);
+    Ok(p)
+}
+
 /// A verified answer to a proposal: the proposal read, its target and then itself locked, the
 /// answer judged, then steps 4 and 5 again and the effect.
 #[cfg_attr(feature = "steps", inline(never))]
@@ -311,11 +322,7 @@ fn decide_proposal(
     answer: &toolgate_core::token::Confirmation,
     audit: &mut Audit,
 ) -> Step<Decided<'static>> {
-    let mut p = audit.step(StepName::Confirmation, confirmation::load(who, &answer.proposal))?;
-    audit.tool(&p.tool);
-    audit.conversation(&p.conversation);
-    audit.target(&p.target);
-    audit.proposal(&p.id);
+    let mut p = load_proposal(who, &answer.proposal, audit)?;
     match audit.step(StepName::Confirmation, confirmation::answer(&mut p, who, answer))? {
         Answer::Replay(reply) => return Ok(Decided::reply(reply.replay())),
         Answer::Declined => {
@@ -437,11 +444,7 @@ fn decide_approval(
     word: Option<&str>,
     audit: &mut Audit,
 ) -> Step<Decided<'static>> {
-    let mut p = audit.step(StepName::Confirmation, confirmation::load(who, proposal))?;
-    audit.tool(&p.tool);
-    audit.conversation(&p.conversation);
-    audit.target(&p.target);
-    audit.proposal(&p.id);
+    let mut p = load_proposal(who, proposal, audit)?;
     audit.step(StepName::Confirmation, confirmation::lock_live(&mut p))?;
     let rules = audit.step(StepName::Confirmation, approval::eligible(who, &p))?;
     if decision == approval::Decision::Decline {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod oidc;
 pub mod outbox;
 
 use serde_json::{json, Value};

@@ -43,6 +43,8 @@ use toolgate_mcp::config::{ListenerTls, Pooling};
 use toolgate_mcp::gate::{Gate, GateError};
 use toolgate_pgconn::Database;
 
+use crate::login::{chain, provider_http};
+
 /// How `toolgate console` was started.
 pub struct Options {
     /// Where it listens.
@@ -159,7 +161,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let origin = public.origin().ascii_serialization();
     let redirect = RedirectUrl::new(format!("{}/callback", public.as_str().trim_end_matches('/')))
         .map_err(|e| format!("--public-url: {e}"))?;
-    let http = http_client(opts.ca_file.as_ref())?;
+    let http = provider_http(opts.ca_file.as_deref())?;
     let issuer = IssuerUrl::new(opts.issuer.clone()).map_err(|e| format!("--issuer: {e}"))?;
     let metadata = CoreProviderMetadata::discover_async(issuer, &http)
         .await
@@ -253,33 +255,6 @@ async fn stopped() {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
     }
-}
-
-/// The HTTP client of the exchanges with the provider: no redirect followed, the Mozilla roots
-/// and `ca_file`.
-fn http_client(ca_file: Option<&PathBuf>) -> Result<reqwest::Client, String> {
-    let mut builder =
-        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(Duration::from_secs(30));
-    if let Some(path) = ca_file {
-        let pem = std::fs::read(path).map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
-        for cert in
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("--ca-file {}: {e}", path.display()))?
-        {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    builder.build().map_err(|e| format!("the HTTP client: {e}"))
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 /// Every answer: no cache, no framing, no sniffing, no referrer, and the policy that lets a page

@@ -122,20 +122,25 @@ pub fn state_path(token_file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The HTTP client of every exchange: no redirects followed (openidconnect's advice: a redirect is
-/// how a request is turned against another address), the Mozilla roots and `ca_file`.
-fn http(request: &Request) -> std::result::Result<reqwest::Client, Failure> {
+/// The HTTP client of every exchange with an OpenID provider (this command's, and the approvals
+/// console's): no redirects followed (openidconnect's advice: a redirect is how a request is
+/// turned against another address), the Mozilla roots and `ca_file`.
+pub(crate) fn provider_http(ca_file: Option<&Path>) -> std::result::Result<reqwest::Client, String> {
     let mut builder =
         reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(Duration::from_secs(30));
-    if let Some(path) = &request.ca_file {
-        let pem = fs::read(path).map_err(|e| error(&format!("--ca-file {}", path.display()), e))?;
-        for cert in reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| error(&format!("--ca-file {}", path.display()), e))?
+    if let Some(path) = ca_file {
+        let pem = fs::read(path).map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
+        for cert in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("--ca-file {}: {e}", path.display()))?
         {
             builder = builder.add_root_certificate(cert);
         }
     }
-    builder.build().map_err(|e| error("the HTTP client", e))
+    builder.build().map_err(|e| format!("the HTTP client: {e}"))
+}
+
+fn http(request: &Request) -> std::result::Result<reqwest::Client, Failure> {
+    provider_http(request.ca_file.as_deref()).map_err(Failure::Error)
 }
 
 /// An issuer is https, or http on a loopback address only (a provider on this machine).
@@ -165,7 +170,7 @@ async fn discover(request: &Request, http: &reqwest::Client) -> std::result::Res
 }
 
 /// An error and its causes, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
