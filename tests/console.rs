@@ -121,6 +121,8 @@ fn between(text: &str, start: &str, end: &str) -> String {
 struct Console {
     _child: Killed,
     addr: SocketAddr,
+    /// Its standard error: the JSON log lines.
+    log: PathBuf,
 }
 
 impl Console {
@@ -130,6 +132,7 @@ impl Console {
             l.local_addr().unwrap()
         };
         let s = server();
+        let log = keys_dir().join(format!("{dbname}-console.log"));
         let child = Command::new(toolgate())
             .args(["console", "--http", &addr.to_string(), "--issuer", &provider.issuer])
             .args(["--client-id", CONSOLE_CLIENT, "--ca-file"])
@@ -137,6 +140,7 @@ impl Console {
             .args(["--database", &format!("host={} port={} dbname={dbname} user={LOGIN}", s.host, s.port)])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("toolgate console starts");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -144,7 +148,7 @@ impl Console {
             assert!(Instant::now() < deadline, "toolgate console never listened on {addr}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Console { _child: Killed(child), addr }
+        Console { _child: Killed(child), addr, log }
     }
 
     fn url(&self, path: &str) -> String {
@@ -361,6 +365,13 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     let flash = ana.decide(&console, &motor, "approve", &word).await;
     assert!(flash.starts_with("SUCCEEDED"), "{flash}");
     assert_eq!(count(&root, purchases).await, 1);
+
+    // The log: a JSON line a request and a decision, never a token, a sign-in's code or a cookie.
+    let log = std::fs::read_to_string(&console.log).unwrap();
+    let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert!(lines.iter().any(|l| l["fields"]["path"] == "/decide" && l["fields"]["status"] == 303), "{log}");
+    assert!(lines.iter().any(|l| l["fields"]["message"] == "decision" && l["fields"]["outcome"] == "SUCCEEDED"));
+    assert!(!log.contains("eyJ") && !log.contains("code=") && !log.contains(&joao.cookie), "{log}");
 
     // Signing out ends the session: the cookie no longer opens a page.
     let (_, csrf) = ana.pending(&console).await;

@@ -203,6 +203,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(axum::middleware::map_response(secured))
+        .layer(axum::middleware::from_fn(logged))
         .with_state(console.clone());
     if let Some(listen) = opts.listen {
         if !listen.ip().is_loopback() {
@@ -224,10 +225,11 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let handle = axum_server::Handle::new();
     let stopping = handle.clone();
     tokio::spawn(async move {
-        stopped().await;
+        toolgate_mcp::http::stopped().await;
+        tracing::info!("stopping: no new requests; those in flight end");
         stopping.graceful_shutdown(Some(Duration::from_secs(10)));
     });
-    eprintln!("toolgate console: {scheme}://{local} (as {})", public.as_str());
+    tracing::info!("the console on {scheme}://{local}, as {}", public.as_str());
     let app = app.into_make_service();
     match opts.tls {
         Some(files) => {
@@ -249,16 +251,24 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
 }
 
-async fn stopped() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-    }
+/// One JSON line a request: its method, path (never its query, which carries a sign-in's code),
+/// status and duration.
+async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
 }
 
-/// Every answer: no cache, no framing, no sniffing, no referrer, and the policy that lets a page
-/// load nothing but the console's stylesheet.
+/// Every answer: no cache, no framing, no sniffing, a referrer only to the console itself, and
+/// the policy that lets a page load nothing but the console's stylesheet.
 async fn secured(mut response: Response) -> Response {
     let h = response.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
@@ -658,7 +668,10 @@ async fn decide(State(console): State<Arc<Console>>, headers: HeaderMap, Form(fo
     };
     let word = Some(form.word.trim()).filter(|w| !w.is_empty());
     let answer = console.gate.approve(tenant.as_deref(), &token, &form.proposal, &form.decision, word).await;
-    console.metrics.decided(answer.as_ref().ok().and_then(|v| v["outcome"].as_str()).unwrap_or("error"));
+    let outcome = answer.as_ref().ok().and_then(|v| v["outcome"].as_str()).unwrap_or("error");
+    let rule = answer.as_ref().ok().and_then(|v| v["rule"].as_str());
+    console.metrics.decided(outcome);
+    tracing::info!(outcome, rule, decision = %form.decision, "decision");
     let flash = match &answer {
         Ok(v) => {
             let outcome = v["outcome"].as_str().unwrap_or("?");

@@ -832,6 +832,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 insecure_http,
                 listen,
             };
+            toolgate_mcp::json_logs("toolgate_cli::console");
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             if let Err(e) = runtime.block_on(console::run(opts)) {
                 eprintln!("toolgate console: {e}");

@@ -167,7 +167,8 @@ fn read_timeouts(
     builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
 }
 
-async fn stopped() {
+/// SIGTERM or SIGINT.
+pub async fn stopped() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -40,23 +40,29 @@ pub async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error + Sen
     Ok(())
 }
 
-/// `toolgate mcp [--http ADDR [--listen ADDR] [--tls-cert FILE --tls-key FILE]]`: read the environment, then serve on a runtime of its own: over
-/// HTTP one thread per core, so different sessions' requests run in parallel; on stdio one thread
-/// (one person).
-pub fn run(options: &config::Options) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let config = Config::from_options(options)?;
-    // One JSON line per event on standard error (a request's: its method, tool, outcome, status,
-    // duration and trace id; never a token or an argument's value).
+/// One JSON line per event on standard error: `target`'s (a module path) from INFO, any other's
+/// from WARN. Every process around the gate logs this way (`toolgate mcp`, `toolgate console`).
+pub fn json_logs(target: &'static str) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let _ = tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_current_span(false))
         .with(
             tracing_subscriber::filter::Targets::new()
-                .with_target("toolgate_mcp", tracing::Level::INFO)
+                .with_target(target, tracing::Level::INFO)
                 .with_default(tracing::Level::WARN),
         )
         .try_init();
+}
+
+/// `toolgate mcp [--http ADDR [--listen ADDR] [--tls-cert FILE --tls-key FILE]]`: read the environment, then serve on a runtime of its own: over
+/// HTTP one thread per core, so different sessions' requests run in parallel; on stdio one thread
+/// (one person).
+pub fn run(options: &config::Options) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Config::from_options(options)?;
+    // A request's line: its method, tool, outcome, status, duration and trace id; never a token or
+    // an argument's value.
+    json_logs("toolgate_mcp");
     let runtime = match &options.http {
         Some(_) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
         None => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
