@@ -302,6 +302,7 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     let joao = Browser::sign_in(&console, &provider, "joao").await;
     let (page, csrf) = joao.pending(&console).await;
     assert!(page.contains(&format!(r#"value="{close}""#)) && page.contains("742"), "{page}");
+    assert!(page.contains("Aguarda a decisão de quem aprova.") && !page.contains("responda sim"), "{page}");
     assert!(!page.contains("eyJ"), "no token in a page");
     assert!(!joao.cookie.contains("eyJ"), "no token in a cookie");
 

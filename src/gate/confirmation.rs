@@ -36,7 +36,12 @@ pub fn propose(
         )
         .expect("one row")
     });
-    let text = intent.text(&who.tenant, tier) + &language.consent_hint(tier, challenge.as_deref());
+    // Who says yes: the person who asked, or (a row naming approvers) the approvers.
+    let hint = match policy.approvals {
+        Some(_) => language.approval_hint(tier, challenge.as_deref()),
+        None => language.consent_hint(tier, challenge.as_deref()),
+    };
+    let text = intent.text(&who.tenant, tier) + &hint;
     // One live proposal per conversation of each person (the conversation id is the caller's:
     // another person naming it supersedes nothing of this one's). The conversation's own row is
     // the lock: a concurrent proposal waits here for this one's transaction, then supersedes it

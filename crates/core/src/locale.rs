@@ -24,6 +24,8 @@ struct Sentences {
     balance: fn(&str, &str, &str) -> String,
     answer_yes: &'static str,
     type_exactly: &'static str,
+    /// A proposal that approvers decide (docs/approvals.md): who says yes, in place of `answer_yes`.
+    approvers: &'static str,
     /// Where the person answers in a form (an MCP client's): what to tick at tiers 1 and 2, and
     /// where to type the word at tier 3, in place of `answer_yes` and after `type_exactly`.
     form_tick: &'static str,
@@ -45,6 +47,7 @@ const PT: Sentences = Sentences {
     balance: |account, before, after| format!(" Saldo de {account}: {before} antes, {after} depois."),
     answer_yes: " Para confirmar, responda sim.",
     type_exactly: " Para confirmar, digite exatamente:",
+    approvers: " Aguarda a decisão de quem aprova.",
     form_tick: " Para confirmar, marque «Confirmar» e aceite; para recusar, recuse.",
     form_word: " Digite-a no campo «Palavra»; para recusar, recuse.",
     confirm_label: "Confirmar",
@@ -61,6 +64,7 @@ const EN: Sentences = Sentences {
     balance: |account, before, after| format!(" Balance of {account}: {before} before, {after} after."),
     answer_yes: " To confirm, answer yes.",
     type_exactly: " To confirm, type exactly:",
+    approvers: " Waits for an approver's decision.",
     form_tick: " To confirm, tick «Confirm» and accept; to refuse, decline.",
     form_word: " Type it in the field «Word»; to refuse, decline.",
     confirm_label: "Confirm",
@@ -76,6 +80,7 @@ const ES: Sentences = Sentences {
     balance: |account, before, after| format!(" Saldo de {account}: {before} antes, {after} después."),
     answer_yes: " Para confirmar, responda sí.",
     type_exactly: " Para confirmar, escriba exactamente:",
+    approvers: " Espera la decisión de quien aprueba.",
     form_tick: " Para confirmar, marque «Confirmar» y acepte; para rechazar, rechace.",
     form_word: " Escríbala en el campo «Palabra»; para rechazar, rechace.",
     confirm_label: "Confirmar",
@@ -131,6 +136,16 @@ impl Language {
         match (tier, challenge) {
             (t, Some(word)) if t >= 3 => format!("{} {word}", s.type_exactly),
             _ => s.answer_yes.to_string(),
+        }
+    }
+
+    /// What a proposal that approvers decide says of its consent: that they decide it, and at
+    /// tier 3 the word each of them types.
+    pub fn approval_hint(self, tier: i32, challenge: Option<&str>) -> String {
+        let s = self.sentences();
+        match (tier, challenge) {
+            (t, Some(word)) if t >= 3 => format!("{}{} {word}", s.approvers, s.type_exactly),
+            _ => s.approvers.to_string(),
         }
     }
 
@@ -503,6 +518,11 @@ mod tests {
         assert_eq!(Language::En.consent_hint(2, None), " To confirm, answer yes.");
         assert_eq!(Language::En.consent_hint(3, Some("CONFIRM-7Q")), " To confirm, type exactly: CONFIRM-7Q");
         assert_eq!(Language::Es.consent_hint(1, None), " Para confirmar, responda sí.");
+        assert_eq!(Language::Pt.approval_hint(1, None), " Aguarda a decisão de quem aprova.");
+        assert_eq!(
+            Language::En.approval_hint(3, Some("CONFIRM-7Q")),
+            " Waits for an approver's decision. To confirm, type exactly: CONFIRM-7Q"
+        );
         // In a form, one wording per language: the box replaces the typed yes.
         let pt = format!("Fechar «742».{}", Language::Pt.consent_hint(1, None));
         let (asked, label) = Language::for_a_form(&pt, 1);
