@@ -34,7 +34,9 @@ BEGIN
         ('toolgate.pending(identity text)', 'pending'),
         ('toolgate.tenant_pending(tenant text, identity text)', 'tenant_pending'),
         ('toolgate.approval_history(identity text)', 'approval_history'),
-        ('toolgate.tenant_approval_history(tenant text, identity text)', 'tenant_approval_history')
+        ('toolgate.tenant_approval_history(tenant text, identity text)', 'tenant_approval_history'),
+        ('toolgate.audit_trail(identity text, filters jsonb DEFAULT ''{}'')', 'audit_trail'),
+        ('toolgate.tenant_audit_trail(tenant text, identity text, filters jsonb DEFAULT ''{}'')', 'tenant_audit_trail')
     LOOP
         EXECUTE pg_catalog.format(
             'CREATE FUNCTION %s RETURNS jsonb LANGUAGE c VOLATILE SECURITY DEFINER '
@@ -58,3 +60,25 @@ COMMENT ON FUNCTION toolgate.approval_history(text) IS
     'What was decided in the approver''s tenant on the tools they approve (the last 90 days), newest first.';
 COMMENT ON FUNCTION toolgate.tenant_approval_history(text, text) IS
     'toolgate.approval_history routed by the tenant; the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.audit_trail(text, jsonb) IS
+    'The tenant''s audit for a person of an auditor role (toolgate.set_tenant_auditors): rows filtered by tool, outcome, actor and time, calls per hour, spend per day, top refusals.';
+COMMENT ON FUNCTION toolgate.tenant_audit_trail(text, text, jsonb) IS
+    'toolgate.audit_trail routed by the tenant; the token must name that tenant.';
+
+-- The roles whose people may read the tenant's audit in the approvals console; NULL: nobody.
+CREATE FUNCTION toolgate.set_tenant_auditors(tenant_id text, roles text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF roles IS NOT NULL AND (pg_catalog.cardinality(roles) = 0 OR pg_catalog.array_position(roles, NULL) IS NOT NULL
+                              OR EXISTS (SELECT FROM pg_catalog.unnest(roles) r WHERE r = '')) THEN
+        RAISE EXCEPTION 'set_tenant_auditors: roles must name at least one role, none empty (NULL: nobody)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE toolgate.tenants t SET auditor_roles = set_tenant_auditors.roles
+     WHERE t.tenant_id = set_tenant_auditors.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;

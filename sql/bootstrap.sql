@@ -77,7 +77,11 @@ CREATE TABLE toolgate.tenants (
     money_format text NOT NULL DEFAULT 'R$ 1.234,56',
     -- Where the tenant's calendar days, weeks and months begin (toolgate.set_tenant_time_zone): the
     -- windows of its calendar limits (sql/limits.sql). A name PostgreSQL knows (pg_timezone_names).
-    time_zone    text NOT NULL DEFAULT 'UTC'
+    time_zone    text NOT NULL DEFAULT 'UTC',
+    -- Who may read the tenant's audit in the approvals console (toolgate.audit_trail): a person
+    -- holding one of these roles, from the same tokens as callers (toolgate.set_tenant_auditors).
+    -- NULL: nobody there.
+    auditor_roles text[] CHECK (pg_catalog.cardinality(auditor_roles) > 0)
 );
 
 -- Public keys only: the private halves stay with the identity provider and the channel.

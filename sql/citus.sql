@@ -64,6 +64,7 @@ DECLARE
                                           'toolgate.tenant_approve(text,text,text,text,text)',
                                           'toolgate.tenant_pending(text,text)',
                                           'toolgate.tenant_approval_history(text,text)',
+                                          'toolgate.tenant_audit_trail(text,text,jsonb)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',

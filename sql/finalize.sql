@@ -109,12 +109,15 @@ GRANT SELECT ON toolgate.audit_log, toolgate.panel, toolgate.effects, toolgate.a
 TO toolgate_auditor, toolgate_admin, toolgate_operator;
 
 -- Approvers (docs/approvals.md): a person's decision on a proposal, and what waits for them;
--- each proven by the approver's own identity token. Auditors and administrators read who
+-- each proven by the approver's own identity token; and for a person of the tenant's auditor
+-- roles, its audit (toolgate.audit_trail, docs/console.md). Auditors and administrators read who
 -- decided what.
 GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
                           toolgate.pending(text), toolgate.tenant_pending(text, text),
-                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text)
+                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text),
+                          toolgate.audit_trail(text, jsonb), toolgate.tenant_audit_trail(text, text, jsonb)
 TO toolgate_approver;
+GRANT EXECUTE ON FUNCTION toolgate.set_tenant_auditors(text, text[]) TO toolgate_admin;
 GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 
 -- The dispatcher (toolgate dispatch): claims the outbox's due intents and settles what the ERP

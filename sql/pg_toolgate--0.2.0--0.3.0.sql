@@ -339,6 +339,7 @@ DECLARE
                                           'toolgate.tenant_approve(text,text,text,text,text)',
                                           'toolgate.tenant_pending(text,text)',
                                           'toolgate.tenant_approval_history(text,text)',
+                                          'toolgate.tenant_audit_trail(text,text,jsonb)',
                                           'toolgate.tenant_claim_outbox(text,integer,interval,text[])',
                                           'toolgate.renew_outbox(text,text,text,uuid,interval)',
                                           'toolgate.note_outbox(text,text,text,uuid,text,jsonb)',
@@ -2021,6 +2022,9 @@ ALTER TABLE toolgate.policies
 -- applies judges the requester's roles). NULL on the proposals made before this update.
 ALTER TABLE toolgate.proposals ADD COLUMN actor_iss text, ADD COLUMN actor_roles text[];
 
+-- Who may read the tenant's audit in the approvals console; nobody until set.
+ALTER TABLE toolgate.tenants ADD COLUMN auditor_roles text[] CHECK (pg_catalog.cardinality(auditor_roles) > 0);
+
 -- Every approver's decision on a proposal: who (the verified issuer, '' for a token of
 -- toolgate.keys, and subject), what they decided, the digest of the arguments they decided on,
 -- and when. One row per approver and proposal: nobody approves the same proposal twice.
@@ -2049,7 +2053,9 @@ BEGIN
         ('toolgate.pending(identity text)', 'pending'),
         ('toolgate.tenant_pending(tenant text, identity text)', 'tenant_pending'),
         ('toolgate.approval_history(identity text)', 'approval_history'),
-        ('toolgate.tenant_approval_history(tenant text, identity text)', 'tenant_approval_history')
+        ('toolgate.tenant_approval_history(tenant text, identity text)', 'tenant_approval_history'),
+        ('toolgate.audit_trail(identity text, filters jsonb DEFAULT ''{}'')', 'audit_trail'),
+        ('toolgate.tenant_audit_trail(tenant text, identity text, filters jsonb DEFAULT ''{}'')', 'tenant_audit_trail')
     LOOP
         EXECUTE pg_catalog.format(
             'CREATE FUNCTION %s RETURNS jsonb LANGUAGE c VOLATILE SECURITY DEFINER '
@@ -2073,6 +2079,28 @@ COMMENT ON FUNCTION toolgate.approval_history(text) IS
     'What was decided in the approver''s tenant on the tools they approve (the last 90 days), newest first.';
 COMMENT ON FUNCTION toolgate.tenant_approval_history(text, text) IS
     'toolgate.approval_history routed by the tenant; the token must name that tenant.';
+COMMENT ON FUNCTION toolgate.audit_trail(text, jsonb) IS
+    'The tenant''s audit for a person of an auditor role (toolgate.set_tenant_auditors): rows filtered by tool, outcome, actor and time, calls per hour, spend per day, top refusals.';
+COMMENT ON FUNCTION toolgate.tenant_audit_trail(text, text, jsonb) IS
+    'toolgate.audit_trail routed by the tenant; the token must name that tenant.';
+
+-- The roles whose people may read the tenant's audit in the approvals console; NULL: nobody.
+CREATE FUNCTION toolgate.set_tenant_auditors(tenant_id text, roles text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
+AS $$
+BEGIN
+    IF roles IS NOT NULL AND (pg_catalog.cardinality(roles) = 0 OR pg_catalog.array_position(roles, NULL) IS NOT NULL
+                              OR EXISTS (SELECT FROM pg_catalog.unnest(roles) r WHERE r = '')) THEN
+        RAISE EXCEPTION 'set_tenant_auditors: roles must name at least one role, none empty (NULL: nobody)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE toolgate.tenants t SET auditor_roles = set_tenant_auditors.roles
+     WHERE t.tenant_id = set_tenant_auditors.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
 
 DROP FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric,
                                   text[], text[]);
@@ -2198,17 +2226,23 @@ REVOKE ALL ON FUNCTION toolgate.approve(text, text, text, text),
                        toolgate.tenant_pending(text, text),
                        toolgate.approval_history(text),
                        toolgate.tenant_approval_history(text, text),
+                       toolgate.audit_trail(text, jsonb),
+                       toolgate.tenant_audit_trail(text, text, jsonb),
+                       toolgate.set_tenant_auditors(text, text[]),
                        toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
                                            numeric, text[], text[], text[], boolean, integer, numeric)
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA toolgate TO toolgate_approver;
 -- Approvers (docs/approvals.md): a person's decision on a proposal, and what waits for them;
--- each proven by the approver's own identity token. Auditors and administrators read who
+-- each proven by the approver's own identity token; and for a person of the tenant's auditor
+-- roles, its audit (toolgate.audit_trail, docs/console.md). Auditors and administrators read who
 -- decided what.
 GRANT EXECUTE ON FUNCTION toolgate.approve(text, text, text, text), toolgate.tenant_approve(text, text, text, text, text),
                           toolgate.pending(text), toolgate.tenant_pending(text, text),
-                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text)
+                          toolgate.approval_history(text), toolgate.tenant_approval_history(text, text),
+                          toolgate.audit_trail(text, jsonb), toolgate.tenant_audit_trail(text, text, jsonb)
 TO toolgate_approver;
+GRANT EXECUTE ON FUNCTION toolgate.set_tenant_auditors(text, text[]) TO toolgate_admin;
 GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
                                               numeric, text[], text[], text[], boolean, integer, numeric)

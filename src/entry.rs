@@ -206,6 +206,20 @@ fn tenant_approval_history(tenant: Option<&str>, identity: Option<&str>) -> Json
     guarded("approval_history", || Jsonb::of(&gate::listing(identity, routed_by(tenant), Listing::History).to_json()))
 }
 
+/// The tenant's audit, for a person of an auditor role (docs/console.md).
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn audit_trail(identity: Option<&str>, filters: Option<JsonB>) -> Jsonb {
+    guarded("audit_trail", || Jsonb::of(&gate::audit_trail(identity, None, filters.map(|f| f.0)).to_json()))
+}
+
+/// `audit_trail` routed by the tenant.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn tenant_audit_trail(tenant: Option<&str>, identity: Option<&str>, filters: Option<JsonB>) -> Jsonb {
+    guarded("audit_trail", || {
+        Jsonb::of(&gate::audit_trail(identity, routed_by(tenant), filters.map(|f| f.0)).to_json())
+    })
+}
+
 /// A dry run of a write call: the real gate in a subtransaction that is rolled back, so the
 /// verdict is exactly what the call would get now, and nothing (audit, quota, ledger, proposal,
 /// ERP) is kept.

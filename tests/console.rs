@@ -39,7 +39,8 @@ fn people() -> Value {
         {"username": "maria", "tenant": "shopping-a", "roles": ["supervisor"]},
         {"username": "joao", "tenant": "shopping-a", "roles": ["manager"]},
         {"username": "ana", "tenant": "shopping-a", "roles": ["manager"]},
-        {"username": "rui", "tenant": "shopping-a", "roles": ["technician"]}
+        {"username": "rui", "tenant": "shopping-a", "roles": ["technician"]},
+        {"username": "iris", "tenant": "shopping-a", "roles": ["auditor"]}
     ])
 }
 
@@ -275,7 +276,8 @@ async fn setup(name: &str) -> Setup {
         "SELECT toolgate.set_tenant_issuer('shopping-a', 'console-idp', 'shopping-a'); \
          SELECT toolgate.set_policy('shopping-a', 'request_close', approver_roles => ARRAY['manager']); \
          SELECT toolgate.set_policy('shopping-a', 'request_purchase_part', approver_roles => ARRAY['manager'], \
-                                    quorum => 2, quorum_above => 100);",
+                                    quorum => 2, quorum_above => 100); \
+         SELECT toolgate.set_tenant_auditors('shopping-a', ARRAY['auditor']);",
     )
     .await
     .unwrap();
@@ -374,6 +376,19 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     assert!(lines.iter().any(|l| l["fields"]["message"] == "decision" && l["fields"]["outcome"] == "SUCCEEDED"));
     assert!(!log.contains("eyJ") && !log.contains("code=") && !log.contains(&joao.cookie), "{log}");
 
+    // The audit: Iris (an auditor) reads it, filtered, with its charts; João (a manager) may not.
+    let iris = Browser::sign_in(&console, &provider, "iris").await;
+    let (status, audit, headers) = iris.get(&console.url("/audit")).await;
+    assert_eq!(status, 200, "{audit}");
+    assert!(headers["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+    assert_eq!(audit.matches("<svg").count(), 3, "three charts: {audit}");
+    assert!(audit.contains("<td>request_close</td>") && audit.contains("<td>SUCCEEDED</td>"), "{audit}");
+    assert!(audit.contains("<td>confirmation_invalid</td>"), "the wrong word's refusal: {audit}");
+    let (_, filtered, _) = iris.get(&console.url("/audit?outcome=BLOCKED&tool=request_purchase_part")).await;
+    assert!(filtered.contains("<td>BLOCKED</td>") && !filtered.contains("<td>SUCCEEDED</td>"), "{filtered}");
+    let (status, _, _) = joao.get(&console.url("/audit")).await;
+    assert_eq!(status, 403, "not an auditor");
+
     // Signing out ends the session: the cookie no longer opens a page.
     let (_, csrf) = ana.pending(&console).await;
     let (status, _) = ana.post(&console.url("/logout"), Some(&console.url("")), &[("csrf", csrf.as_str())]).await;
@@ -426,7 +441,8 @@ async fn the_console_in_a_real_browser() {
     assert!(seen["motor_second"].as_str().unwrap().starts_with("SUCCEEDED"), "{seen}");
     assert_eq!(effects(&root, "742").await, 1);
     assert_eq!(count(&root, "SELECT count(*) FROM maintenance.purchases WHERE order_id = '741'").await, 1);
-    for page in ["signin", "pending", "approved", "quorum", "history", "requester", "applied"] {
+    assert_eq!(seen["audit_charts"], 3, "{seen}");
+    for page in ["signin", "pending", "approved", "quorum", "history", "requester", "applied", "audit"] {
         let shot = shots.join(format!("{page}.png"));
         let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is a screenshot", shot.display());

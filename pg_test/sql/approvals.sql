@@ -149,6 +149,26 @@ SELECT h->>'target' AS target, h->>'status' AS status
 SELECT jsonb_array_length(toolgate.approval_history(:'tom')->'result'->'history') AS tom;
 RESET ROLE;
 
+-- The tenant's audit in the console: for its auditor roles only; filtered; charts' figures.
+SET ROLE toolgate_admin;
+SELECT toolgate.set_tenant_auditors('appr', '{}');
+SELECT toolgate.set_tenant_auditors('nobody', ARRAY['auditor']);
+SELECT toolgate.set_tenant_auditors('appr', ARRAY['auditor']);
+RESET ROLE;
+\set iris `${TOOLGATE_MINT:?} id appr iris auditor`
+SET ROLE toolgate_approver;
+SELECT r->>'outcome' AS outcome, r->>'rule' AS rule FROM toolgate.audit_trail(:'sue') r;
+SELECT r->'result'->>'language' AS language, jsonb_array_length(r->'result'->'rows') AS rows,
+       r->'result'->'top_refusals'->0 AS top_refusal, r->'result'->>'day_budget' AS day_budget,
+       (SELECT sum((h->>'calls')::int) FROM jsonb_array_elements(r->'result'->'per_hour') h) AS calls_48h,
+       (SELECT sum((d->>'value')::numeric) FROM jsonb_array_elements(r->'result'->'per_day') d) AS value_30d
+  FROM toolgate.audit_trail(:'iris') r;
+SELECT x->>'kind' AS kind, x->>'tool' AS tool, x->>'actor' AS actor, x->>'target' AS target
+  FROM jsonb_array_elements(toolgate.audit_trail(:'iris', '{"tool": "request_close", "outcome": "SUCCEEDED"}')
+                            ->'result'->'rows') x;
+SELECT jsonb_array_length(toolgate.audit_trail(:'iris', '{"since": "2999-01-01T00:00:00Z"}')->'result'->'rows') AS future;
+RESET ROLE;
+
 -- Who decided what, on the digest they decided on; the audit names each decision.
 SELECT p.idempotency_key, a.approver, a.decision, a.args_digest = p.args_digest AS same_digest
   FROM toolgate.approvals a JOIN toolgate.proposals p USING (tenant_id, proposal_id)

@@ -228,3 +228,102 @@ pub fn history(who: &Identity) -> Value {
 
 /// The most proposals `history` lists.
 const HISTORY_LIMIT: usize = 200;
+
+/// The person, if they hold one of their tenant's auditor roles (`toolgate.set_tenant_auditors`);
+/// else `role_not_allowed`.
+pub fn auditor(who: Identity) -> Step<Identity> {
+    let roles = spi::one(
+        "SELECT auditor_roles FROM toolgate.tenants WHERE tenant_id = $1",
+        &[who.tenant.as_str().into()],
+        |r| r.get::<Vec<String>>(1),
+    )
+    .flatten()
+    .unwrap_or_default();
+    if who.has_any_role(&roles) {
+        Ok(who)
+    } else {
+        Err(Deny::because(Rule::RoleNotAllowed, json!({"reason": "not_an_auditor"})))
+    }
+}
+
+/// The rows `trail` lists at most.
+const TRAIL_ROWS: i64 = 200;
+
+/// The tenant's audit as an auditor reads it: the newest rows (at most 200) that `filters`
+/// (`tool`, `outcome`, `actor`, `since`, `until`: ISO times; the last 7 days by default) keep,
+/// calls per hour by outcome over the last 48 hours, the value the effects moved per day over the
+/// last 30 days (in the tenant's time zone) beside its daily value limit if it has one, and the
+/// rules that refused most over the last 7 days. Every statement names the tenant: on Citus each
+/// runs on its node.
+pub fn trail(who: &Identity, filters: &Value) -> Value {
+    let text = |k: &str| filters[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let tenant = who.tenant.as_str();
+    let rows = spi::query(
+        "SELECT pg_catalog.jsonb_build_object('at', toolgate.iso_utc(a.at), 'kind', a.kind, 'tool', a.tool, \
+                'outcome', a.outcome, 'rule', a.rule, 'actor', a.actor, 'target', a.target, \
+                'proposal', a.proposal_id, 'replayed', a.replayed)::text \
+           FROM toolgate.audit_log a \
+          WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.tool = $2) AND ($3::text IS NULL OR a.outcome = $3) \
+            AND ($4::text IS NULL OR a.actor = $4) \
+            AND a.at >= coalesce($5::timestamptz, pg_catalog.now() - interval '7 days') \
+            AND a.at < coalesce($6::timestamptz, 'infinity') \
+          ORDER BY a.at DESC, a.audit_id DESC LIMIT $7",
+        &[
+            tenant.into(),
+            text("tool").into(),
+            text("outcome").into(),
+            text("actor").into(),
+            text("since").into(),
+            text("until").into(),
+            TRAIL_ROWS.into(),
+        ],
+        |r| spi::col::<String>(r, 1),
+    );
+    let rows: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r).expect("jsonb text is JSON")).collect();
+    let per_hour = spi::query(
+        "SELECT pg_catalog.jsonb_build_object('hour', toolgate.iso_utc(pg_catalog.date_trunc('hour', a.at)), \
+                'outcome', a.outcome, 'calls', count(*))::text \
+           FROM toolgate.audit a \
+          WHERE a.tenant_id = $1 AND a.at >= pg_catalog.date_trunc('hour', pg_catalog.now()) - interval '47 hours' \
+          GROUP BY pg_catalog.date_trunc('hour', a.at), a.outcome \
+          ORDER BY pg_catalog.date_trunc('hour', a.at), a.outcome",
+        &[tenant.into()],
+        |r| spi::col::<String>(r, 1),
+    );
+    let per_day = spi::query(
+        "SELECT pg_catalog.jsonb_build_object('day', (e.at AT TIME ZONE t.time_zone)::date::text, \
+                'value', sum(e.value)::text)::text \
+           FROM toolgate.effects e JOIN toolgate.tenants t ON t.tenant_id = e.tenant_id \
+          WHERE e.tenant_id = $1 AND e.value IS NOT NULL AND e.at >= pg_catalog.now() - interval '30 days' \
+          GROUP BY (e.at AT TIME ZONE t.time_zone)::date ORDER BY (e.at AT TIME ZONE t.time_zone)::date",
+        &[tenant.into()],
+        |r| spi::col::<String>(r, 1),
+    );
+    let budget = spi::one(
+        "SELECT min(l.max)::text FROM toolgate.limits l WHERE l.tenant_id = $1 AND l.measure = 'value' \
+            AND l.calendar = 'day' AND l.role IS NULL AND l.tool IS NULL AND NOT l.per_actor",
+        &[tenant.into()],
+        |r| r.get::<String>(1),
+    )
+    .flatten();
+    let refusals = spi::query(
+        "SELECT pg_catalog.jsonb_build_object('rule', a.rule, 'count', count(*))::text \
+           FROM toolgate.audit a \
+          WHERE a.tenant_id = $1 AND a.rule IS NOT NULL AND a.outcome IN ('BLOCKED', 'REJECTED') \
+            AND a.at >= pg_catalog.now() - interval '7 days' \
+          GROUP BY a.rule ORDER BY count(*) DESC, a.rule LIMIT 10",
+        &[tenant.into()],
+        |r| spi::col::<String>(r, 1),
+    );
+    let parsed = |list: Vec<String>| -> Vec<Value> {
+        list.iter().map(|r| serde_json::from_str(r).expect("jsonb text is JSON")).collect()
+    };
+    json!({
+        "tenant": tenant,
+        "rows": rows,
+        "per_hour": parsed(per_hour),
+        "per_day": parsed(per_day),
+        "day_budget": budget,
+        "top_refusals": parsed(refusals),
+    })
+}

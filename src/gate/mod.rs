@@ -527,6 +527,28 @@ pub fn listing(identity_token: Option<&str>, routed: Option<&str>, listing: List
     )
 }
 
+/// `audit_trail`: the tenant's audit for a person of one of its auditor roles
+/// (`toolgate.set_tenant_auditors`), as the approvals console shows it. Not a call: nothing is
+/// audited, and a refusal leaves a LOG line only.
+pub fn audit_trail(identity_token: Option<&str>, routed: Option<&str>, filters: Option<Value>) -> Reply {
+    config::begin_call();
+    let who = match identity::verify(identity_token)
+        .and_then(|who| identity::routed(who, routed))
+        .and_then(approval::auditor)
+    {
+        Ok(who) => who,
+        Err(deny) => {
+            crate::audit::log_refusal("audit_trail", deny.rule.as_str());
+            return deny.reply();
+        }
+    };
+    let filters = filters.unwrap_or(Value::Null);
+    let mut trail = approval::trail(&who, &filters);
+    trail["language"] = json!(locale::of(&who.tenant).language.tag());
+    let count = trail["rows"].as_array().map_or(0, Vec::len);
+    Reply::succeeded(trail, format!("{count} audit row(s) of tenant {}.", who.tenant))
+}
+
 /// `toolgate.read` (and the contract's `read_order`): a read tool a DBA defined. Identity,
 /// contract, the policy row and the role (not the kill switch: reads go on while writes are off),
 /// then the reader; no ledger, quota or proposal. Third-party text comes back marked untrusted,

@@ -148,6 +148,16 @@ def main():
     finally:
         ana.close()
 
+    iris = Person(console, provider_dir, shots, "iris")
+    try:
+        iris.sign_in()
+        iris.driver.find_element(By.CSS_SELECTOR, 'a[href="/audit"]').click()
+        iris.wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "table.audit")))
+        seen["audit_charts"] = len(iris.driver.find_elements(By.CSS_SELECTOR, "svg.chart"))
+        iris.shot("audit.png")
+    finally:
+        iris.close()
+
     print(json.dumps(seen))
 
 

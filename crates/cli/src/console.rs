@@ -2,7 +2,8 @@
 //! works. They sign in at the company's OpenID provider (the authorization code grant with PKCE,
 //! openidconnect's), and see server-rendered pages (askama; no script): what waits for them
 //! (`toolgate.pending`), a decision on each (`toolgate.approve`, with the word a tier-3 proposal
-//! asks for), and what was decided (`toolgate.approval_history`).
+//! asks for), what was decided (`toolgate.approval_history`), and for the tenant's auditor roles
+//! its audit with three charts drawn as SVG (`toolgate.audit_trail`).
 //!
 //! The ID token the provider issued to the console is the approver's identity: the gate verifies
 //! it on every statement (each connection sets `toolgate.audience` to the console's client id, so
@@ -195,6 +196,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let app = Router::new()
         .route("/", get(pending_page))
         .route("/history", get(history_page))
+        .route("/audit", get(audit_page))
         .route("/decide", post(decide))
         .route("/login", get(login))
         .route("/callback", get(callback))
@@ -350,6 +352,20 @@ pub struct Words {
     pub session_ended: &'static str,
     pub intro: &'static str,
     pub third_party: &'static str,
+    pub audit: &'static str,
+    pub calls_per_hour: &'static str,
+    pub value_per_day: &'static str,
+    pub top_refusals: &'static str,
+    pub day_budget: &'static str,
+    pub when: &'static str,
+    pub kind: &'static str,
+    pub outcome: &'static str,
+    pub actor: &'static str,
+    pub target: &'static str,
+    pub rule: &'static str,
+    pub since: &'static str,
+    pub until: &'static str,
+    pub nothing_audited: &'static str,
 }
 
 const EN: Words = Words {
@@ -379,6 +395,20 @@ const EN: Words = Words {
     session_ended: "Your session has ended. Sign in again.",
     intro: "Sign in with your company account to see what waits for your approval.",
     third_party: "Quotes data from the ERP: read it as data, not as instructions.",
+    audit: "Audit",
+    calls_per_hour: "Calls per hour, last 48 hours",
+    value_per_day: "Value the effects moved per day, last 30 days",
+    top_refusals: "Refusals by rule, last 7 days",
+    day_budget: "daily limit",
+    when: "When",
+    kind: "Kind",
+    outcome: "Outcome",
+    actor: "Who",
+    target: "Target",
+    rule: "Rule",
+    since: "From",
+    until: "To",
+    nothing_audited: "Nothing audited in this period.",
 };
 
 const PT: Words = Words {
@@ -408,6 +438,20 @@ const PT: Words = Words {
     session_ended: "A sua sessão terminou. Entre de novo.",
     intro: "Entre com a sua conta da empresa para ver o que aguarda a sua aprovação.",
     third_party: "Cita dados do ERP: leia como dados, não como instruções.",
+    audit: "Auditoria",
+    calls_per_hour: "Chamadas por hora, últimas 48 horas",
+    value_per_day: "Valor movido pelos efeitos por dia, últimos 30 dias",
+    top_refusals: "Recusas por regra, últimos 7 dias",
+    day_budget: "limite diário",
+    when: "Quando",
+    kind: "Tipo",
+    outcome: "Resultado",
+    actor: "Quem",
+    target: "Alvo",
+    rule: "Regra",
+    since: "De",
+    until: "Até",
+    nothing_audited: "Nada auditado neste período.",
 };
 
 const ES: Words = Words {
@@ -437,6 +481,20 @@ const ES: Words = Words {
     session_ended: "Su sesión terminó. Entre de nuevo.",
     intro: "Entre con su cuenta de la empresa para ver lo que espera su aprobación.",
     third_party: "Cita datos del ERP: léalos como datos, no como instrucciones.",
+    audit: "Auditoría",
+    calls_per_hour: "Llamadas por hora, últimas 48 horas",
+    value_per_day: "Valor movido por los efectos por día, últimos 30 días",
+    top_refusals: "Rechazos por regla, últimos 7 días",
+    day_budget: "límite diario",
+    when: "Cuándo",
+    kind: "Tipo",
+    outcome: "Resultado",
+    actor: "Quién",
+    target: "Objetivo",
+    rule: "Regla",
+    since: "Desde",
+    until: "Hasta",
+    nothing_audited: "Nada auditado en este período.",
 };
 
 fn words(lang: Option<&str>) -> &'static Words {
@@ -541,16 +599,24 @@ struct ContinuePage {
 }
 
 /// A listing for the session's token, or the page that says the session ended.
-async fn listed(console: &Console, id: &str, history: bool) -> Result<(Value, String, String), Response> {
+/// What a page asks the gate for.
+enum Asked<'a> {
+    Pending,
+    History,
+    /// The tenant's audit, with the page's filters.
+    Audit(&'a Value),
+}
+
+async fn listed(console: &Console, id: &str, asked: Asked<'_>) -> Result<(Value, String, String), Response> {
     let (token, tenant, name, csrf) = {
         let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let Some(s) = sessions.get(id) else { return Err(see_other("/")) };
         (s.id_token.clone(), s.tenant.clone(), s.name.clone(), s.csrf.clone())
     };
-    let answer = if history {
-        console.gate.approval_history(tenant.as_deref(), &token).await
-    } else {
-        console.gate.pending(tenant.as_deref(), &token).await
+    let answer = match asked {
+        Asked::Pending => console.gate.pending(tenant.as_deref(), &token).await,
+        Asked::History => console.gate.approval_history(tenant.as_deref(), &token).await,
+        Asked::Audit(filters) => console.gate.audit_trail(tenant.as_deref(), &token, filters).await,
     };
     match answer {
         Ok(v) if v["outcome"] == "SUCCEEDED" => {
@@ -562,6 +628,10 @@ async fn listed(console: &Console, id: &str, history: bool) -> Result<(Value, St
                 }
             }
             Ok((v["result"].clone(), name, csrf))
+        }
+        Ok(v) if v["rule"] == "role_not_allowed" => {
+            Err((StatusCode::FORBIDDEN, "Only a person of one of this tenant's auditor roles reads its audit here.")
+                .into_response())
         }
         Ok(_) => {
             // The gate refused the token (expired, revoked, another audience): the session ends.
@@ -585,7 +655,7 @@ fn signed_out(note: Option<&'static str>) -> Response {
 
 async fn pending_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
-    let (result, name, csrf) = match listed(&console, &id, false).await {
+    let (result, name, csrf) = match listed(&console, &id, Asked::Pending).await {
         Ok(listed) => listed,
         Err(response) => return response,
     };
@@ -606,7 +676,7 @@ async fn history_page(
     Query(filter): Query<HistoryFilter>,
 ) -> Response {
     let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
-    let (result, name, csrf) = match listed(&console, &id, true).await {
+    let (result, name, csrf) = match listed(&console, &id, Asked::History).await {
         Ok(listed) => listed,
         Err(response) => return response,
     };
@@ -630,6 +700,248 @@ async fn history_page(
         items,
         statuses: statuses.into_iter().map(|s| (s.clone(), status.as_ref() == Some(&s))).collect(),
         tools: tools.into_iter().map(|t| (t.clone(), tool.as_ref() == Some(&t))).collect(),
+    })
+}
+
+#[derive(Deserialize, Default)]
+struct AuditFilter {
+    tool: Option<String>,
+    outcome: Option<String>,
+    actor: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+impl AuditFilter {
+    /// The filters as the gate takes them: a day (`2026-12-07`) from a date field is that day's
+    /// start in UTC; `until`'s day is included.
+    fn to_json(&self) -> Value {
+        let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        let day = |v: Option<String>, next: bool| {
+            v.map(|d| match chrono::NaiveDate::parse_from_str(&d, "%Y-%m-%d") {
+                Ok(date) => {
+                    let date = if next { date.succ_opt().unwrap_or(date) } else { date };
+                    format!("{date}T00:00:00Z")
+                }
+                Err(_) => d,
+            })
+        };
+        serde_json::json!({
+            "tool": given(&self.tool),
+            "outcome": given(&self.outcome),
+            "actor": given(&self.actor),
+            "since": day(given(&self.since), false),
+            "until": day(given(&self.until), true),
+        })
+    }
+}
+
+/// A bar of a chart, in the SVG's own units, with what it stands for (the bar's tooltip).
+pub struct Bar {
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+    pub fill: &'static str,
+    pub title: String,
+}
+
+/// A chart: its bars, its labels, and a horizontal line (a limit) if it has one.
+pub struct Chart {
+    pub width: f64,
+    pub height: f64,
+    pub bars: Vec<Bar>,
+    pub labels: Vec<(f64, f64, String)>,
+    pub line: Option<(f64, String)>,
+}
+
+fn outcome_colour(outcome: &str) -> &'static str {
+    match outcome {
+        "SUCCEEDED" => "#1d7a46",
+        "NEEDS_CONFIRMATION" => "#2f6db5",
+        "BLOCKED" => "#b3261e",
+        "REJECTED" => "#d9822b",
+        "CANCELLED" => "#7a828c",
+        _ => "#7b4fb3",
+    }
+}
+
+const CHART_W: f64 = 480.0;
+const CHART_H: f64 = 160.0;
+
+/// Calls per hour over the last 48 hours, stacked by outcome.
+fn hourly(per_hour: &[Value]) -> Chart {
+    use chrono::{DurationRound, TimeDelta};
+    let now = chrono::Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap_or_else(|_| chrono::Utc::now());
+    let first = now - TimeDelta::hours(47);
+    // Each hour's bar, the first hour's at 0: the gate's hours are truncated as these are.
+    let slot = |at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| (t.with_timezone(&chrono::Utc) - first).num_hours())
+    };
+    let mut totals = [0.0_f64; 48];
+    for h in per_hour {
+        if let Some(i) = h["hour"].as_str().and_then(slot).filter(|i| (0..48).contains(i)) {
+            totals[i as usize] += h["calls"].as_f64().unwrap_or(0.0);
+        }
+    }
+    let top = totals.iter().cloned().fold(1.0, f64::max);
+    let step = CHART_W / 48.0;
+    let mut stacked = [0.0_f64; 48];
+    let mut bars = Vec::new();
+    for h in per_hour {
+        let Some(i) = h["hour"].as_str().and_then(slot).filter(|i| (0..48).contains(i)) else { continue };
+        let i = i as usize;
+        let calls = h["calls"].as_f64().unwrap_or(0.0);
+        let height = calls / top * (CHART_H - 20.0);
+        stacked[i] += height;
+        let outcome = h["outcome"].as_str().unwrap_or("?");
+        bars.push(Bar {
+            x: i as f64 * step + 1.0,
+            y: CHART_H - 14.0 - stacked[i],
+            w: step - 2.0,
+            h: height,
+            fill: outcome_colour(outcome),
+            title: format!("{} {outcome}: {calls}", h["hour"].as_str().unwrap_or_default()),
+        });
+    }
+    let labels = vec![
+        (0.0, CHART_H - 2.0, format!("{}h", first.format("%d %H"))),
+        (CHART_W - 60.0, CHART_H - 2.0, format!("{}h", now.format("%d %H"))),
+        (0.0, 10.0, format!("{top}")),
+    ];
+    Chart { width: CHART_W, height: CHART_H, bars, labels, line: None }
+}
+
+/// The value the effects moved per day, beside the tenant's daily value limit.
+fn daily(per_day: &[Value], budget: Option<f64>) -> Chart {
+    let values: Vec<(String, f64)> = per_day
+        .iter()
+        .map(|d| (text(&d["day"]), d["value"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0.0)))
+        .collect();
+    let top = values.iter().map(|(_, v)| *v).chain(budget).fold(1.0, f64::max);
+    let scale = |v: f64| v / top * (CHART_H - 24.0);
+    let step = (CHART_W / values.len().max(1) as f64).min(40.0);
+    let bars = values
+        .iter()
+        .enumerate()
+        .map(|(i, (day, v))| Bar {
+            x: i as f64 * step + 2.0,
+            y: CHART_H - 14.0 - scale(*v),
+            w: (step - 4.0).max(1.0),
+            h: scale(*v),
+            fill: "#2f6db5",
+            title: format!("{day}: {v}"),
+        })
+        .collect();
+    let mut labels: Vec<(f64, f64, String)> = vec![(0.0, 10.0, format!("{top}"))];
+    if let (Some((first, _)), Some((last, _))) = (values.first(), values.last()) {
+        labels.push((0.0, CHART_H - 2.0, first.clone()));
+        if values.len() > 1 {
+            labels.push(((values.len() - 1) as f64 * step, CHART_H - 2.0, last.clone()));
+        }
+    }
+    let line = budget.map(|b| (CHART_H - 14.0 - scale(b), format!("{b}")));
+    Chart { width: CHART_W, height: CHART_H, bars, labels, line }
+}
+
+/// The rules that refused most, longest bar first.
+fn refusals(top: &[Value]) -> Chart {
+    let most = top.iter().filter_map(|r| r["count"].as_f64()).fold(1.0, f64::max);
+    let row = 22.0;
+    let height = (top.len().max(1) as f64) * row + 4.0;
+    let mut bars = Vec::new();
+    let mut labels = Vec::new();
+    for (i, r) in top.iter().enumerate() {
+        let count = r["count"].as_f64().unwrap_or(0.0);
+        let y = i as f64 * row + 2.0;
+        bars.push(Bar {
+            x: 200.0,
+            y,
+            w: (count / most * (CHART_W - 240.0)).max(1.0),
+            h: row - 6.0,
+            fill: "#b3261e",
+            title: format!("{}: {count}", text(&r["rule"])),
+        });
+        labels.push((0.0, y + 12.0, text(&r["rule"])));
+        labels.push((CHART_W - 34.0, y + 12.0, format!("{count}")));
+    }
+    Chart { width: CHART_W, height, bars, labels, line: None }
+}
+
+/// An audit row as the page shows it.
+pub struct AuditRow {
+    pub at: String,
+    pub kind: String,
+    pub tool: String,
+    pub outcome: String,
+    pub rule: String,
+    pub actor: String,
+    pub target: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/audit.html")]
+struct AuditPage {
+    w: &'static Words,
+    name: String,
+    csrf: String,
+    rows: Vec<AuditRow>,
+    hourly: Chart,
+    daily: Chart,
+    refusals: Chart,
+    filter: AuditFilterShown,
+}
+
+/// The filters as the form shows them again.
+pub struct AuditFilterShown {
+    pub tool: String,
+    pub outcome: String,
+    pub actor: String,
+    pub since: String,
+    pub until: String,
+}
+
+async fn audit_page(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(filter): Query<AuditFilter>,
+) -> Response {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    let filters = filter.to_json();
+    let (result, name, csrf) = match listed(&console, &id, Asked::Audit(&filters)).await {
+        Ok(listed) => listed,
+        Err(response) => return response,
+    };
+    let list = |k: &str| result[k].as_array().cloned().unwrap_or_default();
+    let rows = list("rows")
+        .iter()
+        .map(|r| AuditRow {
+            at: text(&r["at"]).replace('T', " ").trim_end_matches('Z').get(..19).unwrap_or_default().to_string(),
+            kind: text(&r["kind"]),
+            tool: text(&r["tool"]),
+            outcome: text(&r["outcome"]),
+            rule: text(&r["rule"]),
+            actor: text(&r["actor"]),
+            target: text(&r["target"]),
+        })
+        .collect();
+    let budget = result["day_budget"].as_str().and_then(|b| b.parse().ok());
+    let shown = |v: &Option<String>| v.clone().unwrap_or_default();
+    page(AuditPage {
+        w: words(result["language"].as_str()),
+        name,
+        csrf,
+        rows,
+        hourly: hourly(&list("per_hour")),
+        daily: daily(&list("per_day"), budget),
+        refusals: refusals(&list("top_refusals")),
+        filter: AuditFilterShown {
+            tool: shown(&filter.tool),
+            outcome: shown(&filter.outcome),
+            actor: shown(&filter.actor),
+            since: shown(&filter.since),
+            until: shown(&filter.until),
+        },
     })
 }
 

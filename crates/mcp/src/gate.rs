@@ -321,6 +321,21 @@ impl Gate {
         }
     }
 
+    /// `toolgate.tenant_audit_trail(tenant, identity, filters)`, or `toolgate.audit_trail`: the
+    /// tenant's audit for a person of an auditor role.
+    pub async fn audit_trail(&self, tenant: Option<&str>, identity: &str, filters: &Value) -> Result<Value, GateError> {
+        match tenant {
+            Some(tenant) => {
+                self.json(
+                    "SELECT toolgate.tenant_audit_trail($1::text, $2::text, $3::jsonb)",
+                    &[&tenant, &identity, filters],
+                )
+                .await
+            }
+            None => self.json("SELECT toolgate.audit_trail($1::text, $2::jsonb)", &[&identity, filters]).await,
+        }
+    }
+
     /// `toolgate.tenant_approve(tenant, identity, proposal, decision, word)`, or `toolgate.approve`
     /// when the tenant is not known: an approver's decision on a proposal.
     pub async fn approve(

@@ -46,6 +46,18 @@ SET SESSION AUTHORIZATION toolgate_citus_approver;
 SELECT h->>'target' AS target, h->>'status' AS status
   FROM jsonb_array_elements(toolgate.tenant_approval_history('shopping-c', :'bia')->'result'->'history') h;
 RESET SESSION AUTHORIZATION;
+-- The tenant's audit for its auditor roles, on its worker.
+SET ROLE toolgate_admin;
+SELECT toolgate.set_tenant_auditors('shopping-c', ARRAY['supervisor']);
+RESET ROLE;
+SET SESSION AUTHORIZATION toolgate_citus_approver;
+SELECT r->>'outcome' AS outcome, jsonb_array_length(r->'result'->'rows') > 0 AS has_rows,
+       jsonb_array_length(r->'result'->'per_hour') > 0 AS has_hours
+  FROM toolgate.tenant_audit_trail('shopping-c', :'bia', '{"tool": "request_close"}') r;
+RESET SESSION AUTHORIZATION;
+SET ROLE toolgate_admin;
+SELECT toolgate.set_tenant_auditors('shopping-c', NULL);
+RESET ROLE;
 SELECT tool, outcome, rule FROM toolgate.audit
  WHERE tenant_id = 'shopping-c' AND kind = 'confirm' AND proposal_id = :'pid'::uuid ORDER BY audit_id;
 SET ROLE toolgate_admin;
