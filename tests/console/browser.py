@@ -78,8 +78,12 @@ class Person:
         card = self.driver.find_element(By.ID, "p-" + proposal)
         if word is not None:
             card.find_element(By.NAME, "word").send_keys(word)
+        page = self.driver.find_element(By.TAG_NAME, "html")
         card.find_element(By.CSS_SELECTOR, f'button[value="{decision}"]').click()
         try:
+            # The page before the click may show a flash of its own (the last decision's): wait for
+            # it to go, then for the next page's.
+            self.wait.until(ready.staleness_of(page))
             self.wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "p.flash")))
         except Exception:
             d = self.driver
