@@ -330,8 +330,9 @@ $$;
 -- Create the (tenant, tool) policy row, or change what the call names of it: a setting left out
 -- (or NULL) keeps the row's value, and only `clear` drops a limit (max_value,
 -- max_calls_per_conversation, tier2_above, tier3_above, target_states, approver_roles,
--- quorum_above), so a change never drops a rule it did not name. The approval rules
--- (approver_roles, distinct_approver, quorum, quorum_above) are docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
+-- quorum_above, console_only_tier), so a change never drops a rule it did not name. The approval
+-- rules (approver_roles, distinct_approver, quorum, quorum_above, console_only_tier) are
+-- docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
 -- minutes. Every call makes a new version and a policy_history row (who, when, old and new
 -- values); the new version is returned. This is the only way a policy changes for anyone but the
 -- owner.
@@ -351,7 +352,8 @@ CREATE FUNCTION toolgate.set_policy(
     approver_roles text[] DEFAULT NULL,
     distinct_approver boolean DEFAULT NULL,
     quorum integer DEFAULT NULL,
-    quorum_above numeric DEFAULT NULL
+    quorum_above numeric DEFAULT NULL,
+    console_only_tier integer DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -360,7 +362,7 @@ DECLARE
     before toolgate.policies;
     after toolgate.policies;
     clearable constant text[] := ARRAY['max_value', 'max_calls_per_conversation', 'tier2_above', 'tier3_above',
-                                       'target_states', 'approver_roles', 'quorum_above'];
+                                       'target_states', 'approver_roles', 'quorum_above', 'console_only_tier'];
     named constant text[] := ARRAY[
         CASE WHEN max_value IS NOT NULL THEN 'max_value' END,
         CASE WHEN max_calls_per_conversation IS NOT NULL THEN 'max_calls_per_conversation' END,
@@ -368,7 +370,8 @@ DECLARE
         CASE WHEN tier3_above IS NOT NULL THEN 'tier3_above' END,
         CASE WHEN target_states IS NOT NULL THEN 'target_states' END,
         CASE WHEN approver_roles IS NOT NULL THEN 'approver_roles' END,
-        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END];
+        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END,
+        CASE WHEN console_only_tier IS NOT NULL THEN 'console_only_tier' END];
     bad text;
 BEGIN
     SELECT c INTO bad FROM pg_catalog.unnest(coalesce(set_policy.clear, '{}')) c
@@ -377,7 +380,7 @@ BEGIN
         RAISE EXCEPTION 'set_policy: clear names %, which is not a limit that can be dropped', coalesce(bad, 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states, '
-                         'approver_roles, quorum_above';
+                         'approver_roles, quorum_above, console_only_tier';
     END IF;
     SELECT c INTO bad FROM pg_catalog.unnest(set_policy.clear) c WHERE c = ANY (named) LIMIT 1;
     IF FOUND THEN
@@ -397,10 +400,11 @@ BEGIN
         INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
                                             max_value, max_calls_per_conversation, confirm_ttl, target_states,
                                             approver_roles, distinct_approver, quorum, quorum_above,
-                                            version, updated_by)
+                                            console_only_tier, version, updated_by)
         VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
                 max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states,
-                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above, 1, who)
+                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above,
+                console_only_tier, 1, who)
         ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
         RETURNING * INTO after;
         EXIT WHEN FOUND;
@@ -428,6 +432,8 @@ BEGIN
             quorum = coalesce(set_policy.quorum, p.quorum),
             quorum_above = CASE WHEN 'quorum_above' = ANY (set_policy.clear) THEN NULL
                                 ELSE coalesce(set_policy.quorum_above, p.quorum_above) END,
+            console_only_tier = CASE WHEN 'console_only_tier' = ANY (set_policy.clear) THEN NULL
+                                     ELSE coalesce(set_policy.console_only_tier, p.console_only_tier) END,
             version = before.version + 1,
             updated_at = pg_catalog.now(),
             updated_by = who

@@ -175,6 +175,10 @@ CREATE TABLE toolgate.policies (
     -- quorum_above is NULL), else one.
     quorum                     integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND 16),
     quorum_above               numeric(14, 2) CHECK (quorum_above >= 0),
+    -- Proposals of this tier and above are approved only in the approvals console (toolgate.approve,
+    -- a person's own sign-in): a channel-signed "yes", whose key may sit on the agent's host, does
+    -- not apply them. With no approver_roles the requester approves their own there. NULL: never.
+    console_only_tier          integer CHECK (console_only_tier BETWEEN 1 AND 3),
     PRIMARY KEY (tenant_id, tool)
 );
 

@@ -38,7 +38,7 @@ GRANT EXECUTE ON FUNCTION
     toolgate.unset_tenant_issuer(text),
     toolgate.set_tool_schema(text, jsonb),
     toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric, numeric, text[],
-                        text[], text[], boolean, integer, numeric),
+                        text[], text[], boolean, integer, numeric, integer),
     toolgate.policy_at(text, text, timestamptz),
     toolgate.set_tenant_time_zone(text, text),
     toolgate.set_limit(text, text, numeric, text, interval, text, text, text, boolean),

@@ -2016,7 +2016,11 @@ ALTER TABLE toolgate.policies
     -- Distinct approvals needed: `quorum` when the value is above quorum_above (always when
     -- quorum_above is NULL), else one.
     ADD COLUMN quorum                     integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND 16),
-    ADD COLUMN quorum_above               numeric(14, 2) CHECK (quorum_above >= 0);
+    ADD COLUMN quorum_above               numeric(14, 2) CHECK (quorum_above >= 0),
+    -- Proposals of this tier and above are approved only in the approvals console (toolgate.approve,
+    -- a person's own sign-in): a channel-signed "yes", whose key may sit on the agent's host, does
+    -- not apply them. With no approver_roles the requester approves their own there. NULL: never.
+    ADD COLUMN console_only_tier          integer CHECK (console_only_tier BETWEEN 1 AND 3);
 
 -- Who asked, as verified (an approval compares the issuer and subject; the effect an approval
 -- applies judges the requester's roles). NULL on the proposals made before this update.
@@ -2107,8 +2111,9 @@ DROP FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric,
 -- Create the (tenant, tool) policy row, or change what the call names of it: a setting left out
 -- (or NULL) keeps the row's value, and only `clear` drops a limit (max_value,
 -- max_calls_per_conversation, tier2_above, tier3_above, target_states, approver_roles,
--- quorum_above), so a change never drops a rule it did not name. The approval rules
--- (approver_roles, distinct_approver, quorum, quorum_above) are docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
+-- quorum_above, console_only_tier), so a change never drops a rule it did not name. The approval
+-- rules (approver_roles, distinct_approver, quorum, quorum_above, console_only_tier) are
+-- docs/approvals.md's. A new row needs allowed, roles and tier; its confirm_ttl defaults to 5
 -- minutes. Every call makes a new version and a policy_history row (who, when, old and new
 -- values); the new version is returned. This is the only way a policy changes for anyone but the
 -- owner.
@@ -2128,7 +2133,8 @@ CREATE FUNCTION toolgate.set_policy(
     approver_roles text[] DEFAULT NULL,
     distinct_approver boolean DEFAULT NULL,
     quorum integer DEFAULT NULL,
-    quorum_above numeric DEFAULT NULL
+    quorum_above numeric DEFAULT NULL,
+    console_only_tier integer DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
 AS $$
@@ -2137,7 +2143,7 @@ DECLARE
     before toolgate.policies;
     after toolgate.policies;
     clearable constant text[] := ARRAY['max_value', 'max_calls_per_conversation', 'tier2_above', 'tier3_above',
-                                       'target_states', 'approver_roles', 'quorum_above'];
+                                       'target_states', 'approver_roles', 'quorum_above', 'console_only_tier'];
     named constant text[] := ARRAY[
         CASE WHEN max_value IS NOT NULL THEN 'max_value' END,
         CASE WHEN max_calls_per_conversation IS NOT NULL THEN 'max_calls_per_conversation' END,
@@ -2145,7 +2151,8 @@ DECLARE
         CASE WHEN tier3_above IS NOT NULL THEN 'tier3_above' END,
         CASE WHEN target_states IS NOT NULL THEN 'target_states' END,
         CASE WHEN approver_roles IS NOT NULL THEN 'approver_roles' END,
-        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END];
+        CASE WHEN quorum_above IS NOT NULL THEN 'quorum_above' END,
+        CASE WHEN console_only_tier IS NOT NULL THEN 'console_only_tier' END];
     bad text;
 BEGIN
     SELECT c INTO bad FROM pg_catalog.unnest(coalesce(set_policy.clear, '{}')) c
@@ -2154,7 +2161,7 @@ BEGIN
         RAISE EXCEPTION 'set_policy: clear names %, which is not a limit that can be dropped', coalesce(bad, 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'clear takes max_value, max_calls_per_conversation, tier2_above, tier3_above, target_states, '
-                         'approver_roles, quorum_above';
+                         'approver_roles, quorum_above, console_only_tier';
     END IF;
     SELECT c INTO bad FROM pg_catalog.unnest(set_policy.clear) c WHERE c = ANY (named) LIMIT 1;
     IF FOUND THEN
@@ -2174,10 +2181,11 @@ BEGIN
         INSERT INTO toolgate.policies AS p (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above,
                                             max_value, max_calls_per_conversation, confirm_ttl, target_states,
                                             approver_roles, distinct_approver, quorum, quorum_above,
-                                            version, updated_by)
+                                            console_only_tier, version, updated_by)
         VALUES (tenant_id, tool, allowed, roles, tier, tier2_above, tier3_above, max_value,
                 max_calls_per_conversation, coalesce(confirm_ttl, interval '5 minutes'), target_states,
-                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above, 1, who)
+                approver_roles, coalesce(distinct_approver, true), coalesce(quorum, 1), quorum_above,
+                console_only_tier, 1, who)
         ON CONFLICT ON CONSTRAINT policies_pkey DO NOTHING
         RETURNING * INTO after;
         EXIT WHEN FOUND;
@@ -2205,6 +2213,8 @@ BEGIN
             quorum = coalesce(set_policy.quorum, p.quorum),
             quorum_above = CASE WHEN 'quorum_above' = ANY (set_policy.clear) THEN NULL
                                 ELSE coalesce(set_policy.quorum_above, p.quorum_above) END,
+            console_only_tier = CASE WHEN 'console_only_tier' = ANY (set_policy.clear) THEN NULL
+                                     ELSE coalesce(set_policy.console_only_tier, p.console_only_tier) END,
             version = before.version + 1,
             updated_at = pg_catalog.now(),
             updated_by = who
@@ -2230,7 +2240,7 @@ REVOKE ALL ON FUNCTION toolgate.approve(text, text, text, text),
                        toolgate.tenant_audit_trail(text, text, jsonb),
                        toolgate.set_tenant_auditors(text, text[]),
                        toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
-                                           numeric, text[], text[], text[], boolean, integer, numeric)
+                                           numeric, text[], text[], text[], boolean, integer, numeric, integer)
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA toolgate TO toolgate_approver;
 -- Approvers (docs/approvals.md): a person's decision on a proposal, and what waits for them;
@@ -2245,5 +2255,5 @@ TO toolgate_approver;
 GRANT EXECUTE ON FUNCTION toolgate.set_tenant_auditors(text, text[]) TO toolgate_admin;
 GRANT SELECT ON toolgate.approvals TO toolgate_auditor, toolgate_admin;
 GRANT EXECUTE ON FUNCTION toolgate.set_policy(text, text, boolean, text[], integer, numeric, integer, interval, numeric,
-                                              numeric, text[], text[], text[], boolean, integer, numeric)
+                                              numeric, text[], text[], text[], boolean, integer, numeric, integer)
 TO toolgate_admin;

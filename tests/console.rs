@@ -4,7 +4,8 @@
 //! session's CSRF token, or from another origin, is refused; the approval applies the effect once
 //! and the agent's retry replays it; the requester cannot approve their own; a quorum of two needs
 //! the second person; a tier-3 wrong word is refused; the token is never in a page or a cookie;
-//! signing out ends the session.
+//! signing out ends the session. At a console-only tier the requester approves her own there,
+//! and a tenant's chat webhook hears that a proposal waits, without its text.
 
 mod common;
 
@@ -127,7 +128,7 @@ struct Console {
 }
 
 impl Console {
-    async fn start(provider: &Provider, dbname: &str) -> Console {
+    async fn start(provider: &Provider, dbname: &str, extra: &[std::ffi::OsString]) -> Console {
         let addr = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
@@ -139,6 +140,7 @@ impl Console {
             .args(["--client-id", CONSOLE_CLIENT, "--ca-file"])
             .arg(provider.dir.join("ca.pem"))
             .args(["--database", &format!("host={} port={} dbname={dbname} user={LOGIN}", s.host, s.port)])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -255,6 +257,11 @@ struct Setup {
 }
 
 async fn setup(name: &str) -> Setup {
+    setup_with(name, &[]).await
+}
+
+/// The same, the console started with more arguments.
+async fn setup_with(name: &str, extra: &[std::ffi::OsString]) -> Setup {
     let lab = lab(name).await;
     let provider = Provider::start(&keys_dir().join(format!("{name}-provider")), Some(&people()));
     let root = lab.connect("postgres").await.unwrap();
@@ -281,7 +288,7 @@ async fn setup(name: &str) -> Setup {
     )
     .await
     .unwrap();
-    let console = Console::start(&provider, &lab.dbname).await;
+    let console = Console::start(&provider, &lab.dbname, extra).await;
     let app = lab.connect(APP).await.unwrap();
     Setup { lab, provider, console, root, app }
 }
@@ -446,5 +453,139 @@ async fn the_console_in_a_real_browser() {
         let shot = shots.join(format!("{page}.png"));
         let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is a screenshot", shot.display());
+    }
+}
+
+/// A purchase at a console-only tier of a row without approvers: the agent is told the person
+/// decides in the console, and the requester herself, signed in at the console, sees it and
+/// approves it (a manager does not see it); the agent's retry replays. Meanwhile the tenant's
+/// chat webhook (a receiver the test runs) is told that something waits: the tool, the proposal's
+/// id, the console's address, in the language the file gives, never the proposal's text.
+#[tokio::test]
+async fn the_requester_approves_her_own_in_the_console_and_the_chat_hears() {
+    let hook = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hooks/acme", hook.local_addr().unwrap());
+    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = hook.accept().await {
+            let heard = heard.clone();
+            tokio::spawn(async move {
+                if let Some(request) = read_request(&mut stream).await {
+                    let _ = heard.send(request);
+                }
+                let _ = tokio::io::AsyncWriteExt::write_all(
+                    &mut stream,
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                )
+                .await;
+            });
+        }
+    });
+    std::fs::create_dir_all(keys_dir()).unwrap();
+    let file = keys_dir().join("console-webhooks.json");
+    std::fs::write(&file, json!({"shopping-a": {"url": hook_url, "language": "pt"}}).to_string()).unwrap();
+    let operator = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let extra = ["--webhooks".into(), file.into_os_string(), "--listen".into(), operator.to_string().into()];
+    let Setup { lab, provider, console, root, app } = setup_with("console_only", &extra).await;
+    let dba = lab.connect(DBA).await.unwrap();
+    dba.batch_execute(
+        "SELECT toolgate.set_policy('shopping-a', 'request_purchase_part', console_only_tier => 3, \
+                                    clear => ARRAY['approver_roles'])",
+    )
+    .await
+    .unwrap();
+
+    let maria = provider.access_token("maria").await;
+    let buy = json!({"order_id": "741", "part_id": "B42-MOTOR", "quantity": 1, "cost_center": "CC-MANUT",
+                     "idempotency_key": "console-only-motor"});
+    let proposed = db::request_purchase_part(&app, &maria, "conv-console-only", &buy).await.unwrap();
+    assert_eq!(proposed["outcome"], "NEEDS_CONFIRMATION", "{proposed}");
+    assert_eq!(proposed["result"]["decided_in"], "console", "{proposed}");
+    let motor = proposed["proposal"]["id"].as_str().unwrap().to_string();
+    let text = proposed["proposal"]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("console de aprovações"), "{text}");
+    let word = text.split_whitespace().find(|w| w.starts_with("CONFIRMAR-")).unwrap().trim_end_matches('.').to_string();
+
+    // The chat tool hears of it: a JSON {"text"} in Portuguese naming the tool, the proposal and
+    // the console; nothing of the proposal's text.
+    let (head, body) = tokio::time::timeout(Duration::from_secs(10), hearing.recv()).await.unwrap().unwrap();
+    assert!(head.starts_with("POST /hooks/acme HTTP/1.1"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+    let message: Value = serde_json::from_str(&body).unwrap();
+    let said = message["text"].as_str().unwrap();
+    assert_eq!(message.as_object().unwrap().len(), 1, "{message}");
+    assert!(said.starts_with("Uma proposta aguarda aprovação em shopping-a: request_purchase_part"), "{said}");
+    assert!(said.contains(&motor) && said.contains(&console.url("/")), "{said}");
+    assert!(!said.contains("B42") && !said.contains(&word), "the proposal's text stays out: {said}");
+
+    // Ana, a manager, has nothing to decide; Maria, signed in, has her own, and approves it.
+    let ana = Browser::sign_in(&console, &provider, "ana").await;
+    let (page, _) = ana.pending(&console).await;
+    assert!(!page.contains(&format!("p-{motor}")), "{page}");
+    let own = Browser::sign_in(&console, &provider, "maria").await;
+    let (page, _) = own.pending(&console).await;
+    assert!(page.contains(&format!("p-{motor}")), "{page}");
+    let flash = own.decide(&console, &motor, "approve", &word).await;
+    assert!(flash.starts_with("SUCCEEDED"), "{flash}");
+    assert_eq!(count(&root, "SELECT count(*) FROM maintenance.purchases WHERE order_id = '741'").await, 1);
+    let replayed = db::request_purchase_part(&app, &maria, "conv-console-only", &buy).await.unwrap();
+    assert_eq!(outcome(&replayed), ("SUCCEEDED", "-"), "{replayed}");
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+
+    // The console counted the post.
+    let metrics = reqwest::get(format!("http://{operator}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("toolgate_console_webhook_posts_total{result=\"sent\"} 1"), "{metrics}");
+}
+
+/// One HTTP/1.1 request from `stream`: its head and its body (by Content-Length).
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, String)> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return Some((head.to_string(), body.to_string()));
+            }
+        }
+    }
+}
+
+/// A webhooks file the console cannot use stops it before it serves, naming what is wrong: a
+/// webhook in clear beyond this machine, a language it does not speak, a field it does not know.
+#[test]
+fn a_webhooks_file_it_cannot_use_stops_the_console() {
+    let cases = [
+        (json!({"acme": {"url": "http://chat.example.com/hooks/1"}}), "a webhook is https"),
+        (json!({"acme": {"url": "https://chat.example.com/hooks/1", "language": "fr"}}), "language fr"),
+        (json!({"acme": {"url": "https://chat.example.com/hooks/1", "channel": "#x"}}), "unknown field"),
+    ];
+    std::fs::create_dir_all(keys_dir()).unwrap();
+    for (i, (hooks, expected)) in cases.into_iter().enumerate() {
+        let file = keys_dir().join(format!("console-bad-webhooks-{i}.json"));
+        std::fs::write(&file, hooks.to_string()).unwrap();
+        let out = Command::new(toolgate())
+            .args(["console", "--http", "127.0.0.1:0", "--issuer", "https://127.0.0.1:9", "--client-id", "x"])
+            .args(["--database", "host=/nonexistent", "--webhooks"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("--webhooks") && said.contains(expected), "{expected}: {said}");
     }
 }

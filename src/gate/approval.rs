@@ -54,12 +54,16 @@ fn is_requester(who: &Identity, p: &Stored) -> bool {
 
 /// May this approver decide this proposal: the tool's policy row names approver roles, the
 /// approver holds one, is not the requester where the row needs someone else, and has not decided
-/// it already.
+/// it already; or the proposal's tier is console-only and the approver is the requester.
 pub fn eligible(who: &Identity, p: &Stored) -> Step<Approvals> {
-    let Some(rules) = authorization::approval_rules(&p.tenant, &p.tool) else {
+    let Some(rules) = authorization::approval_rules(&p.tenant, &p.tool, p.tier) else {
         return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "no_approver_roles"})));
     };
-    if !who.has_any_role(&rules.roles) {
+    if rules.requester_only() {
+        if !is_requester(who, p) {
+            return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "requester_only"})));
+        }
+    } else if !who.has_any_role(&rules.roles) {
         return Err(Deny::because(Rule::ApproverNotAllowed, json!({"reason": "role", "role": who.role})));
     }
     if rules.distinct && is_requester(who, p) {
@@ -162,9 +166,10 @@ pub fn announce(tenant: &str, tool: &str, proposal: &str) {
 }
 
 /// The live proposals of the approver's tenant that they may decide (`toolgate.pending`): an
-/// approver role of the tool's policy row, not their own where the row needs someone else, not
-/// decided by them yet; newest first, each with the text the person reads, its value, who asked,
-/// and the approvals it has and needs.
+/// approver role of the tool's policy row, not their own where the row needs someone else (their
+/// own alone at a console-only tier of a row without approvers), not decided by them yet; newest
+/// first, each with the text the person reads, its value, who asked, and the approvals it has
+/// and needs.
 pub fn pending(who: &Identity) -> Value {
     let listed = spi::one(
         "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
@@ -172,7 +177,8 @@ pub fn pending(who: &Identity) -> Value {
            'amount', p.amount::text, 'currency', p.currency, 'requester', p.actor, \
            'created_at', toolgate.iso_utc(p.created_at), 'expires_at', toolgate.iso_utc(p.expires_at), \
            'approvals', a.approvals, 'approved_by', a.approved_by, \
-           'needed', CASE WHEN r.quorum_above IS NULL OR p.amount > r.quorum_above THEN r.quorum ELSE 1 END) \
+           'needed', CASE WHEN r.approver_roles IS NULL THEN 1 \
+                          WHEN r.quorum_above IS NULL OR p.amount > r.quorum_above THEN r.quorum ELSE 1 END) \
            ORDER BY p.created_at DESC, p.proposal_id), '[]'::jsonb)::text \
          FROM toolgate.proposals p \
          JOIN toolgate.policies r ON r.tenant_id = p.tenant_id AND r.tool = p.tool \
@@ -183,8 +189,11 @@ pub fn pending(who: &Identity) -> Value {
                               WHERE x.tenant_id = $1 AND x.proposal_id = p.proposal_id \
                                 AND x.decision = 'approve') a \
          WHERE p.tenant_id = $1 AND p.status = 'live' AND p.expires_at > pg_catalog.clock_timestamp() \
-           AND r.allowed AND r.approver_roles OPERATOR(pg_catalog.&&) $2 \
-           AND NOT (r.distinct_approver AND p.actor = $3 AND coalesce(p.actor_iss, $4) = $4) \
+           AND r.allowed \
+           AND (r.approver_roles OPERATOR(pg_catalog.&&) $2 \
+                AND NOT (r.distinct_approver AND p.actor = $3 AND coalesce(p.actor_iss, $4) = $4) \
+                OR r.approver_roles IS NULL AND p.tier >= r.console_only_tier \
+                   AND p.actor = $3 AND coalesce(p.actor_iss, $4) = $4) \
            AND NOT EXISTS (SELECT 1 FROM toolgate.approvals x WHERE x.tenant_id = p.tenant_id \
                              AND x.proposal_id = p.proposal_id AND x.approver_iss = $4 AND x.approver = $3)",
         &[who.tenant.as_str().into(), roles_of(who).into(), who.sub.as_str().into(), issuer(who).into()],
@@ -194,10 +203,10 @@ pub fn pending(who: &Identity) -> Value {
     serde_json::from_str(&listed).expect("jsonb text is JSON")
 }
 
-/// What was decided in the approver's tenant on the tools they may approve
-/// (`toolgate.approval_history`): the proposals no longer waiting (applied, declined, expired,
-/// superseded or invalidated) in the last 90 days, newest first, at most 200, each with who asked
-/// and every approver's decision on it.
+/// What was decided in the approver's tenant on the tools they may approve, and on their own
+/// proposals of a console-only tier (`toolgate.approval_history`): the proposals no longer
+/// waiting (applied, declined, expired, superseded or invalidated) in the last 90 days, newest
+/// first, at most 200, each with who asked and every approver's decision on it.
 pub fn history(who: &Identity) -> Value {
     let listed = spi::one(
         "SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(\
@@ -214,8 +223,10 @@ pub fn history(who: &Identity) -> Value {
                               WHERE x.tenant_id = $1 AND x.proposal_id = p.proposal_id) d \
          WHERE p.tenant_id = $1 AND p.status <> 'live' \
            AND p.created_at > pg_catalog.clock_timestamp() - interval '90 days' \
-           AND r.approver_roles OPERATOR(pg_catalog.&&) $2",
-        &[who.tenant.as_str().into(), roles_of(who).into()],
+           AND (r.approver_roles OPERATOR(pg_catalog.&&) $2 \
+                OR r.approver_roles IS NULL AND p.tier >= r.console_only_tier \
+                   AND p.actor = $3 AND coalesce(p.actor_iss, $4) = $4)",
+        &[who.tenant.as_str().into(), roles_of(who).into(), who.sub.as_str().into(), issuer(who).into()],
         |r| spi::col::<String>(r, 1),
     )
     .unwrap_or_else(|| "[]".to_string());

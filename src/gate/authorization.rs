@@ -30,12 +30,31 @@ pub struct Policy {
     /// Maker-checker: who decides the tool's proposals besides the requester (`None`: the
     /// requester alone, through their channel).
     pub approvals: Option<Approvals>,
+    /// Proposals of this tier and above are approved only through `approve` (the console).
+    pub console_only_tier: Option<i32>,
+}
+
+impl Policy {
+    /// Who decides a proposal of this tier: the approvers of the row, the requester in the
+    /// console (a tier at or above `console_only_tier`), or (`None`) the requester through their
+    /// channel.
+    pub fn approvals_at(&self, tier: i32) -> Option<Approvals> {
+        decided_by(self.approvals.clone(), self.console_only_tier, tier)
+    }
+}
+
+/// The approval rules a proposal of `tier` is decided under: the row's approvers if it names
+/// some, else the requester alone through `approve` where the tier is console-only.
+fn decided_by(approvals: Option<Approvals>, console_only_tier: Option<i32>, tier: i32) -> Option<Approvals> {
+    approvals.or_else(|| console_only_tier.filter(|&from| tier >= from).map(|_| Approvals::requester()))
 }
 
 /// A policy row's approval rules (docs/approvals.md).
 #[derive(Clone, Debug)]
 pub struct Approvals {
-    /// The roles an approver must hold one of.
+    /// The roles an approver must hold one of; none: the requester alone decides, through
+    /// `approve` (a console-only tier of a row without approver roles; a row's list is never
+    /// empty).
     pub roles: Vec<String>,
     /// The approver may not be the requester.
     pub distinct: bool,
@@ -45,6 +64,16 @@ pub struct Approvals {
 }
 
 impl Approvals {
+    /// The requester alone, in the console.
+    fn requester() -> Approvals {
+        Approvals { roles: Vec::new(), distinct: false, quorum: 1, quorum_above: None }
+    }
+
+    /// Whether only the requester decides (in the console), not approvers.
+    pub fn requester_only(&self) -> bool {
+        self.roles.is_empty()
+    }
+
     /// How many distinct approvals a proposal of this value needs.
     pub fn needed(&self, value: Option<Decimal>) -> i32 {
         match (self.quorum_above, value) {
@@ -98,6 +127,7 @@ struct Row {
     distinct_approver: bool,
     quorum: i32,
     quorum_above: Option<String>,
+    console_only_tier: Option<i32>,
 }
 
 thread_local! {
@@ -118,7 +148,7 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
             ", EXISTS (SELECT 1 FROM toolgate.policies WHERE tenant_id = $1), p.allowed, p.roles, \
          p.tier, p.tier2_above::text, p.tier3_above::text, p.max_value::text, \
          p.max_calls_per_conversation, pg_catalog.date_part('epoch', p.confirm_ttl), p.version, p.target_states, \
-         p.approver_roles, p.distinct_approver, p.quorum, p.quorum_above::text \
+         p.approver_roles, p.distinct_approver, p.quorum, p.quorum_above::text, p.console_only_tier \
          FROM (SELECT 1) AS one LEFT JOIN toolgate.policies p ON p.tenant_id = $1 AND p.tool = $2"
         ),
         &[tenant.into(), tool.into()],
@@ -140,6 +170,7 @@ fn load_policy_row(tenant: &str, tool: &str) -> Row {
                 distinct_approver: r.get(14)?.unwrap_or(true),
                 quorum: r.get(15)?.unwrap_or(1),
                 quorum_above: r.get(16)?,
+                console_only_tier: r.get(17)?,
             })
         },
     )
@@ -229,6 +260,7 @@ fn policy(row: Row) -> Policy {
         confirm_ttl_seconds: row.ttl,
         target_states: row.target_states,
         approvals,
+        console_only_tier: row.console_only_tier,
     }
 }
 
@@ -241,13 +273,13 @@ fn approvals(row: &Row) -> Option<Approvals> {
     })
 }
 
-/// The approval rules of the (tenant, tool) policy row as it stands, whoever asks (an approver
-/// holds none of the row's caller roles); `None` without a row allowing the tool or without
-/// approver roles.
-pub fn approval_rules(tenant: &str, tool: &str) -> Option<Approvals> {
+/// The approval rules of the (tenant, tool) policy row as it stands for a proposal of `tier`,
+/// whoever asks (an approver holds none of the row's caller roles); `None` without a row allowing
+/// the tool, or where the requester confirms through their channel.
+pub fn approval_rules(tenant: &str, tool: &str, tier: i32) -> Option<Approvals> {
     let row = policy_row(tenant, tool);
     if row.allowed != Some(true) {
         return None;
     }
-    approvals(&row)
+    decided_by(approvals(&row), row.console_only_tier, tier)
 }

@@ -36,8 +36,10 @@ pub fn propose(
         )
         .expect("one row")
     });
-    // Who says yes: the person who asked, or (a row naming approvers) the approvers.
-    let hint = match policy.approvals {
+    // Who says yes: the person who asked (in the console at a console-only tier), or (a row
+    // naming approvers) the approvers.
+    let hint = match policy.approvals_at(tier) {
+        Some(rules) if rules.requester_only() => language.console_hint(tier, challenge.as_deref()),
         Some(_) => language.approval_hint(tier, challenge.as_deref()),
         None => language.consent_hint(tier, challenge.as_deref()),
     };

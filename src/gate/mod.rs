@@ -111,7 +111,7 @@ fn run_request(call: Call, audit: &mut Audit) -> Step<Replied> {
 
 /// A proposal its key still waits on, as a retry of the call finds it: who must decide it.
 fn waiting(who: &Identity, tool: &str, view: toolgate_core::outcome::ProposalView) -> Reply {
-    match authorization::approval_rules(&who.tenant, tool) {
+    match authorization::approval_rules(&who.tenant, tool, view.tier) {
         Some(rules) => {
             let needed = approval::needed_by_id(&rules, &who.tenant, &view.id);
             Reply::needs_approval(view, &rules.roles, needed)
@@ -207,7 +207,7 @@ fn decide<'k>(
         audit.proposal(&view.id);
         held.pend(&view.id);
         // Approvers decide it: they are told (at commit), and the reply says who must decide.
-        let reply = match &policy.approvals {
+        let reply = match &policy.approvals_at(tier) {
             Some(rules) => {
                 let needed = rules.needed(intent.value());
                 approval::announce(&who.tenant, tool, &view.id);
@@ -373,10 +373,14 @@ fn apply_approved(who: &Identity, p: &mut confirmation::Stored, by: Decider, aud
         value: std::mem::take(&mut p.args),
     };
     let (policy, target) = authorize(who, &p.tool, &args, Sought::Confirmation(&mut p.locked_target), audit)?;
-    // A tool whose policy row names approvers: the requester's own yes does not apply it.
-    if by == Decider::Requester && policy.approvals.is_some() {
-        let needs = Deny::because(Rule::ApprovalRequired, json!({"reason": "approver_roles"}));
-        audit.step(StepName::Confirmation, Err::<(), Deny>(needs))?;
+    // A tool whose policy row names approvers, or a console-only tier: the requester's own
+    // channel yes does not apply it.
+    if by == Decider::Requester {
+        if let Some(rules) = policy.approvals_at(p.tier) {
+            let reason = if rules.requester_only() { "console_only_tier" } else { "approver_roles" };
+            let needs = Deny::because(Rule::ApprovalRequired, json!({"reason": reason}));
+            audit.step(StepName::Confirmation, Err::<(), Deny>(needs))?;
+        }
     }
     let intent = check_domain(who, &args, &policy, target, audit)?;
     // Consent was given to an amount drawn on an account, at the proposal's tier: another amount

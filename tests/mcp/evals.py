@@ -660,6 +660,32 @@ async def tier3_wrong_word(lab):
     await tier3_word(lab, False)
 
 
+async def console_only_tier(lab):
+    """A tier-3 purchase where the policy row takes tier 3 from the approvals console only (the
+    channel key this server holds may sit where the model can read it): the person at the host is
+    not asked, the model is told the person decides in the console, nothing is bought."""
+    order, key, centre = "741", new_key("console3"), f"CC-EVAL-{uuid.uuid4().hex[:8]}"
+    person = Person(types_word(challenge))
+    lab.db.execute("INSERT INTO maintenance.cost_centers (tenant_id, cost_center, name, budget) "
+                   "VALUES (%s, %s, 'Eval', 1000)", (TENANT, centre))
+    args = {"order_id": order, "part_id": "B42-MOTOR", "quantity": 1, "cost_center": centre,
+            "idempotency_key": key}
+    lab.db.execute("SELECT toolgate.set_policy(%s, 'request_purchase_part', console_only_tier => 3)", (TENANT,))
+    try:
+        async with lab.session(person) as s:
+            err, text, out = await call(s, "request_purchase_part", args)
+    finally:
+        lab.db.execute("SELECT toolgate.set_policy(%s, 'request_purchase_part', clear => ARRAY['console_only_tier'])",
+                       (TENANT,))
+    result = out.get("result") or {}
+    check(not err and out.get("outcome") == "NEEDS_CONFIRMATION" and result.get("decided_in") == "console",
+          f"outcome {out.get('outcome')} {out.get('rule')} {result}")
+    check("approvals console" in text, f"the text does not send the person to the console: {text!r}")
+    check(not person.asked, "the person at the host was asked")
+    check(lab.one("SELECT count(*) FROM maintenance.purchases WHERE idempotency_key = %s", key) == 0,
+          "something was bought")
+
+
 async def tools_list_changed(lab):
     """A DBA forbids request_purchase_part, then allows it again: each time the session hears
     notifications/tools/list_changed within 5 s, without a restart, and the listing follows."""
@@ -957,6 +983,7 @@ CASES = [
     ("confirm_proposal with the person's channel message: applied, once", confirm_proposal_with_message),
     ("tier 3: the challenge word typed, bought", tier3_right_word),
     ("tier 3: a wrong word, asked once, nothing bought", tier3_wrong_word),
+    ("tier 3 from the console only: nobody asked at the host, nothing bought", console_only_tier),
     ("database unavailable, then the next call reconnects", database_unavailable),
     ("forged confirmation token (argument, channel file): nothing applied", forged_confirmation),
     ("injection in an order's note: untrusted data, nothing applied", read_injected_note),

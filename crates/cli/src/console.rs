@@ -46,6 +46,8 @@ use toolgate_pgconn::Database;
 
 use crate::login::{chain, provider_http};
 
+mod webhooks;
+
 /// How `toolgate console` was started.
 pub struct Options {
     /// Where it listens.
@@ -66,6 +68,8 @@ pub struct Options {
     pub insecure_http: bool,
     /// `/metrics`, `/healthz` and `/readyz` on this loopback address.
     pub listen: Option<SocketAddr>,
+    /// The tenants' chat webhooks, told when a proposal waits (`webhooks::Webhooks::read`).
+    pub webhooks: Option<PathBuf>,
 }
 
 /// The cookie that names a session.
@@ -156,6 +160,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             opts.http
         ));
     }
+    let hooks = opts.webhooks.as_deref().map(webhooks::Webhooks::read).transpose()?;
     let scheme = if opts.tls.is_some() { "https" } else { "http" };
     let public = opts.public_url.clone().unwrap_or_else(|| format!("{scheme}://{}", opts.http));
     let public = openidconnect::url::Url::parse(&public).map_err(|e| format!("--public-url {public}: {e}"))?;
@@ -193,6 +198,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
         signing_in: Mutex::new(HashMap::new()),
         metrics: Metrics::new(),
     });
+    if let Some(hooks) = hooks {
+        tokio::spawn(webhooks::run(console.clone(), database, hooks, public.as_str().to_string()));
+    }
     let app = Router::new()
         .route("/", get(pending_page))
         .route("/history", get(history_page))
@@ -366,6 +374,8 @@ pub struct Words {
     pub since: &'static str,
     pub until: &'static str,
     pub nothing_audited: &'static str,
+    /// A chat message when a proposal waits ({tenant}, {tool}, {proposal}, {url}).
+    pub waits: &'static str,
 }
 
 const EN: Words = Words {
@@ -409,6 +419,8 @@ const EN: Words = Words {
     since: "From",
     until: "To",
     nothing_audited: "Nothing audited in this period.",
+    waits: "A proposal waits for approval in {tenant}: {tool}, proposal {proposal}. Decide it in the approvals \
+            console: {url}",
 };
 
 const PT: Words = Words {
@@ -452,6 +464,8 @@ const PT: Words = Words {
     since: "De",
     until: "Até",
     nothing_audited: "Nada auditado neste período.",
+    waits: "Uma proposta aguarda aprovação em {tenant}: {tool}, proposta {proposal}. Decida no console de \
+            aprovações: {url}",
 };
 
 const ES: Words = Words {
@@ -495,6 +509,8 @@ const ES: Words = Words {
     since: "Desde",
     until: "Hasta",
     nothing_audited: "Nada auditado en este período.",
+    waits: "Una propuesta espera aprobación en {tenant}: {tool}, propuesta {proposal}. Decídala en la consola de \
+            aprobaciones: {url}",
 };
 
 fn words(lang: Option<&str>) -> &'static Words {
@@ -1140,6 +1156,11 @@ struct Outcome {
     outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Posted {
+    result: &'static str,
+}
+
 /// What the console counts (metric names `toolgate_console_…`): decisions by the gate's outcome,
 /// the approvers signed in, the pool. Never a tenant, a person or a proposal as a label.
 struct Metrics {
@@ -1149,6 +1170,7 @@ struct Metrics {
     pool_size: Gauge,
     pool_in_use: Gauge,
     pool_waiting: Gauge,
+    webhook_posts: Family<Posted, Counter>,
 }
 
 impl Metrics {
@@ -1166,7 +1188,17 @@ impl Metrics {
         registry.register("pool_connections", "Database connections open", pool_size.clone());
         registry.register("pool_in_use", "Database connections running a statement", pool_in_use.clone());
         registry.register("pool_waiting", "Requests waiting for a database connection", pool_waiting.clone());
-        Metrics { registry, decisions, sessions, pool_size, pool_in_use, pool_waiting }
+        let webhook_posts = Family::<Posted, Counter>::default();
+        registry.register(
+            "webhook_posts",
+            "Posts to the tenants' chat webhooks, by result (sent, refused: not 2xx, failed: no answer)",
+            webhook_posts.clone(),
+        );
+        Metrics { registry, decisions, sessions, pool_size, pool_in_use, pool_waiting, webhook_posts }
+    }
+
+    fn posted(&self, result: &'static str) {
+        self.webhook_posts.get_or_create(&Posted { result }).inc();
     }
 
     fn decided(&self, outcome: &str) {

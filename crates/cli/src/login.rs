@@ -143,22 +143,25 @@ fn http(request: &Request) -> std::result::Result<reqwest::Client, Failure> {
     provider_http(request.ca_file.as_deref()).map_err(Failure::Error)
 }
 
-/// An issuer is https, or http on a loopback address only (a provider on this machine).
-fn issuer_url(issuer: &str) -> std::result::Result<IssuerUrl, Failure> {
-    let url = IssuerUrl::new(issuer.to_string()).map_err(|e| error("--issuer", e))?;
-    let parsed = url.url();
-    let loopback = match parsed.host() {
+/// Whether a URL is https, or http to a loopback address (a service on this machine): the only
+/// addresses a token or a person's business is sent to.
+pub(crate) fn private_in_transit(url: &openidconnect::url::Url) -> bool {
+    let loopback = match url.host() {
         Some(openidconnect::url::Host::Ipv4(a)) => a.is_loopback(),
         Some(openidconnect::url::Host::Ipv6(a)) => a.is_loopback(),
         Some(openidconnect::url::Host::Domain(d)) => d == "localhost",
         None => false,
     };
-    match parsed.scheme() {
-        "https" => Ok(url),
-        "http" if loopback => Ok(url),
-        _ => {
-            Err(Failure::Error(format!("--issuer {issuer}: an issuer is https (http only on this machine's loopback)")))
-        }
+    url.scheme() == "https" || (url.scheme() == "http" && loopback)
+}
+
+/// An issuer is https, or http on a loopback address only (a provider on this machine).
+fn issuer_url(issuer: &str) -> std::result::Result<IssuerUrl, Failure> {
+    let url = IssuerUrl::new(issuer.to_string()).map_err(|e| error("--issuer", e))?;
+    if private_in_transit(url.url()) {
+        Ok(url)
+    } else {
+        Err(Failure::Error(format!("--issuer {issuer}: an issuer is https (http only on this machine's loopback)")))
     }
 }
 

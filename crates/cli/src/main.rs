@@ -134,6 +134,10 @@ enum Command {
         /// Serve /metrics, /healthz and /readyz on this loopback address (such as 127.0.0.1:9809).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Tell each tenant's chat tool when a proposal waits: a JSON file
+        /// {"TENANT": {"url": "https://…", "language": "pt|en|es"}} (docs/console.md).
+        #[arg(long, value_name = "FILE")]
+        webhooks: Option<PathBuf>,
     },
     /// Sign in at the tenant's OpenID provider and write the token the gate reads to a file only
     /// you can read (TOOLGATE_IDENTITY_TOKEN_FILE), refreshing it before it expires.
@@ -815,6 +819,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
             tls_key,
             insecure_http,
             listen,
+            webhooks,
         } => {
             let database = database
                 .or_else(|| std::env::var("TOOLGATE_DATABASE_URL").ok().filter(|v| !v.is_empty()))
@@ -831,6 +836,7 @@ fn run(command: Command) -> toolgate_cli::Result<ExitCode> {
                 tls,
                 insecure_http,
                 listen,
+                webhooks,
             };
             toolgate_mcp::json_logs("toolgate_cli::console");
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

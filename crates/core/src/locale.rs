@@ -26,6 +26,8 @@ struct Sentences {
     type_exactly: &'static str,
     /// A proposal that approvers decide (docs/approvals.md): who says yes, in place of `answer_yes`.
     approvers: &'static str,
+    /// A proposal of a console-only tier that the requester decides: where, in place of `answer_yes`.
+    console: &'static str,
     /// Where the person answers in a form (an MCP client's): what to tick at tiers 1 and 2, and
     /// where to type the word at tier 3, in place of `answer_yes` and after `type_exactly`.
     form_tick: &'static str,
@@ -48,6 +50,7 @@ const PT: Sentences = Sentences {
     answer_yes: " Para confirmar, responda sim.",
     type_exactly: " Para confirmar, digite exatamente:",
     approvers: " Aguarda a decisão de quem aprova.",
+    console: " Aguarda a sua decisão no console de aprovações.",
     form_tick: " Para confirmar, marque «Confirmar» e aceite; para recusar, recuse.",
     form_word: " Digite-a no campo «Palavra»; para recusar, recuse.",
     confirm_label: "Confirmar",
@@ -65,6 +68,7 @@ const EN: Sentences = Sentences {
     answer_yes: " To confirm, answer yes.",
     type_exactly: " To confirm, type exactly:",
     approvers: " Waits for an approver's decision.",
+    console: " Waits for your decision in the approvals console.",
     form_tick: " To confirm, tick «Confirm» and accept; to refuse, decline.",
     form_word: " Type it in the field «Word»; to refuse, decline.",
     confirm_label: "Confirm",
@@ -81,6 +85,7 @@ const ES: Sentences = Sentences {
     answer_yes: " Para confirmar, responda sí.",
     type_exactly: " Para confirmar, escriba exactamente:",
     approvers: " Espera la decisión de quien aprueba.",
+    console: " Espera su decisión en la consola de aprobaciones.",
     form_tick: " Para confirmar, marque «Confirmar» y acepte; para rechazar, rechace.",
     form_word: " Escríbala en el campo «Palabra»; para rechazar, rechace.",
     confirm_label: "Confirmar",
@@ -146,6 +151,16 @@ impl Language {
         match (tier, challenge) {
             (t, Some(word)) if t >= 3 => format!("{}{} {word}", s.approvers, s.type_exactly),
             _ => s.approvers.to_string(),
+        }
+    }
+
+    /// What a proposal of a console-only tier says of its consent: that the requester decides it
+    /// in the approvals console, and at tier 3 the word they type there.
+    pub fn console_hint(self, tier: i32, challenge: Option<&str>) -> String {
+        let s = self.sentences();
+        match (tier, challenge) {
+            (t, Some(word)) if t >= 3 => format!("{}{} {word}", s.console, s.type_exactly),
+            _ => s.console.to_string(),
         }
     }
 
@@ -522,6 +537,11 @@ mod tests {
         assert_eq!(
             Language::En.approval_hint(3, Some("CONFIRM-7Q")),
             " Waits for an approver's decision. To confirm, type exactly: CONFIRM-7Q"
+        );
+        assert_eq!(Language::Es.console_hint(1, None), " Espera su decisión en la consola de aprobaciones.");
+        assert_eq!(
+            Language::Pt.console_hint(3, Some("CONFIRMAR-ABC123")),
+            " Aguarda a sua decisão no console de aprovações. Para confirmar, digite exatamente: CONFIRMAR-ABC123"
         );
         // In a form, one wording per language: the box replaces the typed yes.
         let pt = format!("Fechar «742».{}", Language::Pt.consent_hint(1, None));

@@ -343,8 +343,10 @@ impl ToolgateServer {
             return pending(outcome, "the proposal came without an id or a text").into();
         };
         let tier = proposal["tier"].as_i64().unwrap_or(1);
-        if outcome["result"]["approvers"].is_array() {
-            return pending(outcome, "approvers decide it, not the person who asked").into();
+        match outcome["result"]["decided_in"].as_str() {
+            Some("console") => return pending(outcome, "the person decides it in the approvals console").into(),
+            Some(_) => return pending(outcome, "approvers decide it, not the person who asked").into(),
+            None => {}
         }
         if self.channel(caller.tenant()).is_none() {
             return pending(outcome, "this server has no channel key for this tenant to carry the answer").into();

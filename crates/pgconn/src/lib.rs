@@ -238,13 +238,33 @@ impl Database {
         &self,
         channel: &str,
     ) -> Result<(Client, tokio::sync::mpsc::Receiver<()>), tokio_postgres::Error> {
+        self.listen_as(channel, 1, |_| ()).await
+    }
+
+    /// One connection that `LISTEN`s on `channel`, and a receiver that gets each notification's
+    /// payload in the order they arrive; while `capacity` wait unread, newer ones are dropped.
+    /// The receiver ends (`None`) when the connection does.
+    pub async fn notifications(
+        &self,
+        channel: &str,
+        capacity: usize,
+    ) -> Result<(Client, tokio::sync::mpsc::Receiver<String>), tokio_postgres::Error> {
+        self.listen_as(channel, capacity, |n| n.payload().to_string()).await
+    }
+
+    async fn listen_as<T: Send + 'static>(
+        &self,
+        channel: &str,
+        capacity: usize,
+        each: impl Fn(&tokio_postgres::Notification) -> T + Send + 'static,
+    ) -> Result<(Client, tokio::sync::mpsc::Receiver<T>), tokio_postgres::Error> {
         let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
-        let (wake, woken) = tokio::sync::mpsc::channel(1);
+        let (heard, hearing) = tokio::sync::mpsc::channel(capacity);
         tokio::spawn(async move {
             while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 match message {
-                    Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
-                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = wake.try_send(()) {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = heard.try_send(each(&n)) {
                             break;
                         }
                     }
@@ -254,7 +274,7 @@ impl Database {
             }
         });
         client.batch_execute(&format!("LISTEN {}", quote_ident(channel))).await?;
-        Ok((client, woken))
+        Ok((client, hearing))
     }
 }
 
