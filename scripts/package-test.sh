@@ -87,9 +87,14 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$ext" "$cli" >"$(mktemp)"
 missing=$(dpkg -L postgresql-15-pg-toolgate toolgate | while read -r f; do [ -e "$f" ] || echo "$f"; done)
 if [ -z "$missing" ]; then ok "every file the packages list is installed"; else fail "listed but missing: $missing"; fi
 check_users=""
-for u in toolgate-mcp toolgate-dispatch toolgate-audit; do getent passwd "$u" >/dev/null || check_users="$check_users $u"; done
-if [ -z "$check_users" ]; then ok "system users toolgate-mcp, toolgate-dispatch and toolgate-audit made"; else fail "no user:$check_users"; fi
-running=$(systemctl is-enabled toolgate-mcp toolgate-dispatch toolgate-audit.timer 2>/dev/null | grep -c '^enabled' || true)
+for u in toolgate-mcp toolgate-dispatch toolgate-audit toolgate-console; do
+    getent passwd "$u" >/dev/null || check_users="$check_users $u"
+done
+if [ -z "$check_users" ]; then ok "system users toolgate-mcp, toolgate-dispatch, toolgate-audit and toolgate-console made"; else
+    fail "no user:$check_users"
+fi
+running=$(systemctl is-enabled toolgate-mcp toolgate-dispatch toolgate-audit.timer toolgate-console 2>/dev/null |
+    grep -c '^enabled' || true)
 if [ "$running" = 0 ]; then ok "no service or timer enabled by installing"; else fail "$running unit(s) enabled by installing"; fi
 check_version=$(/usr/bin/toolgate --version)
 version=$(dpkg-query -W -f='${Version}' toolgate)

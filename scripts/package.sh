@@ -5,8 +5,8 @@
 #       (/usr/lib/postgresql/NN/lib/pg_toolgate-VERSION.so) and the control file and SQL scripts
 #       (/usr/share/postgresql/NN/extension/), Depends: postgresql-NN
 #   toolgate_VERSION-1_ARCH.deb                     the `toolgate` command (/usr/bin/toolgate), the
-#       systemd units of the MCP server, the dispatcher and the audit seal's timer
-#       (/lib/systemd/system/), their example
+#       systemd units of the MCP server, the dispatcher, the audit seal's timer and the approvals
+#       console (/lib/systemd/system/), their example
 #       environment files (/etc/toolgate/*.env.example), and the units' system users, made by
 #       postinst; installing starts nothing
 #
@@ -186,9 +186,10 @@ EOF
     install -m 0755 "$target_dir/$([ "$profile" = dev ] && echo debug || echo release)/toolgate" "$dir/usr/bin/toolgate"
     strip --strip-unneeded "$dir/usr/bin/toolgate"
     install -m 0644 packaging/systemd/toolgate-mcp.service packaging/systemd/toolgate-dispatch.service \
-        packaging/systemd/toolgate-audit.service packaging/systemd/toolgate-audit.timer "$dir/lib/systemd/system/"
+        packaging/systemd/toolgate-audit.service packaging/systemd/toolgate-audit.timer \
+        packaging/systemd/toolgate-console.service "$dir/lib/systemd/system/"
     install -m 0644 packaging/env/mcp.env.example packaging/env/dispatch.env.example packaging/env/audit.env.example \
-        "$dir/etc/toolgate/"
+        packaging/env/console.env.example "$dir/etc/toolgate/"
     doc_files "$dir" toolgate
     cat >"$dir/DEBIAN/control" <<EOF
 Package: toolgate
@@ -199,14 +200,15 @@ Depends: adduser, libc6, libgcc-s1
 Section: database
 Priority: optional
 Homepage: https://pgxn.org/dist/pg_toolgate/
-Description: pg_toolgate's services: its MCP server, outbox dispatcher and audit seal
+Description: pg_toolgate's services: MCP server, dispatcher, audit seal, console
  The toolgate command: toolgate mcp serves agent hosts over MCP (stdio or
  Streamable HTTP), toolgate dispatch delivers the outbox's intents to ERPs
- behind HTTP, toolgate audit seals and exports the audit, toolgate login
- keeps a person's identity token, and keys, tokens and confirmations for
+ behind HTTP, toolgate audit seals and exports the audit, toolgate console
+ is where approvers sign in and decide, toolgate login keeps a person's
+ identity token, and keys, tokens and confirmations for
  the DBA. The systemd units are installed, none enabled nor started.
 EOF
-    printf '/etc/toolgate/%s.env.example\n' mcp dispatch audit >"$dir/DEBIAN/conffiles"
+    printf '/etc/toolgate/%s.env.example\n' mcp dispatch audit console >"$dir/DEBIAN/conffiles"
     install -m 0755 packaging/debian/toolgate.postinst "$dir/DEBIAN/postinst"
     deb "$dir"
 
