@@ -40,9 +40,10 @@ SELECT pg_catalog.pg_extension_config_dump('toolgate.erasures', '');
 -- their key is destroyed, so the audit's rows of them (their calls, confirmations and reads, the
 -- deliveries of what they asked for, the calls whose target they are) keep a pseudonym that
 -- names nobody; the gate's own state (the ledger's keys, proposals, conversations, quota and
--- limit counters, the outbox's intents) names them by that pseudonym from now on. An actor the
--- tenant's audit never named (or already erased) is left as it is: erased is false, with a
--- NOTICE saying so. The ERP's tables are the DBA's to erase. An administrator's.
+-- limit counters, the outbox's intents, the approvals they decided) names them by that pseudonym
+-- from now on. An actor the tenant's audit never named (or already erased) is left as it is:
+-- erased is false, with a NOTICE saying so. The ERP's tables are the DBA's to erase. An
+-- administrator's.
 CREATE FUNCTION toolgate.erase_actor(tenant_id text, actor text)
 RETURNS TABLE (erased boolean, pseudonym text, audit_rows bigint, gate_rows bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, toolgate, pg_temp
@@ -86,6 +87,8 @@ BEGIN
     UPDATE toolgate.limit_usage u SET subject = gone WHERE u.tenant_id = t AND u.subject = someone;
     GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
     UPDATE toolgate.outbox o SET actor = gone WHERE o.tenant_id = t AND o.actor = someone;
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    UPDATE toolgate.approvals x SET approver = gone WHERE x.tenant_id = t AND x.approver = someone;
     GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
     erased := true;
     pseudonym := gone;

@@ -1,7 +1,8 @@
 -- Maker-checker (docs/approvals.md), in a tenant of its own: the approval rules' bad input, the
 -- requester's own "yes" refused where approvers decide, pending, an approver of the wrong role,
 -- the requester approving their own, a quorum of two above a value, one approval below it, a
--- decline, a tier-3 word, another tenant's approver, and the agent's role kept away from approve.
+-- decline, a tier-3 word, another tenant's approver, the agent's role kept away from approve,
+-- and an approver's erasure reaching their decisions.
 \set VERBOSITY terse
 SET ROLE toolgate_admin;
 SELECT toolgate.add_tenant('appr', 'Approvals');
@@ -176,3 +177,11 @@ SELECT p.idempotency_key, a.approver, a.decision, a.args_digest = p.args_digest 
 SELECT kind, tool, outcome, rule, detail->'approvals' AS approvals FROM toolgate.audit
  WHERE tenant_id = 'appr' AND kind = 'confirm' ORDER BY audit_id;
 SELECT tool, count(*) AS effects FROM toolgate.effects WHERE tenant_id = 'appr' GROUP BY tool ORDER BY tool;
+
+-- Erasing an approver reaches the decisions they made: the approvals name their pseudonym.
+SET ROLE toolgate_admin;
+SELECT erased, gate_rows FROM toolgate.erase_actor('appr', 'bob');
+RESET ROLE;
+SELECT count(*) FILTER (WHERE approver = 'bob') AS bob,
+       count(*) FILTER (WHERE approver = (SELECT pseudonym FROM toolgate.erasures WHERE tenant_id = 'appr')) AS erased
+  FROM toolgate.approvals WHERE tenant_id = 'appr';
