@@ -304,9 +304,18 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     assert_eq!(proposed["outcome"], "NEEDS_CONFIRMATION", "{proposed}");
     let close = proposed["proposal"]["id"].as_str().unwrap().to_string();
 
-    // Signed out: a page that only offers to sign in.
+    // Signed out: a page that only offers to sign in, in the browser's language among the
+    // console's (English when it prefers none of them).
     let anonymous = provider.http().get(console.url("/")).send().await.unwrap().text().await.unwrap();
     assert!(anonymous.contains(r#"href="/login""#) && !anonymous.contains("742"), "{anonymous}");
+    assert!(anonymous.contains(r#"lang="en""#), "{anonymous}");
+    for (accepted, lang) in
+        [("pt-BR,pt;q=0.9,en;q=0.8", "pt"), ("fr-FR, es;q=0.4, en;q=0.7", "en"), ("es-AR", "es"), ("pt;q=0, de", "en")]
+    {
+        let r = provider.http().get(console.url("/")).header("accept-language", accepted).send().await.unwrap();
+        let page = r.text().await.unwrap();
+        assert!(page.contains(&format!(r#"lang="{lang}""#)), "{accepted}: {page}");
+    }
 
     let joao = Browser::sign_in(&console, &provider, "joao").await;
     let (page, csrf) = joao.pending(&console).await;

@@ -623,7 +623,12 @@ enum Asked<'a> {
     Audit(&'a Value),
 }
 
-async fn listed(console: &Console, id: &str, asked: Asked<'_>) -> Result<(Value, String, String), Response> {
+async fn listed(
+    console: &Console,
+    headers: &HeaderMap,
+    id: &str,
+    asked: Asked<'_>,
+) -> Result<(Value, String, String), Response> {
     let (token, tenant, name, csrf) = {
         let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let Some(s) = sessions.get(id) else { return Err(see_other("/")) };
@@ -652,7 +657,7 @@ async fn listed(console: &Console, id: &str, asked: Asked<'_>) -> Result<(Value,
         Ok(_) => {
             // The gate refused the token (expired, revoked, another audience): the session ends.
             console.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-            Err(signed_out(Some(EN.session_ended)))
+            Err(signed_out(headers, Some(|w| w.session_ended)))
         }
         Err(e) => Err(unavailable(&e)),
     }
@@ -662,16 +667,34 @@ fn unavailable(e: &GateError) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "5")], format!("{e}")).into_response()
 }
 
-fn signed_out(note: Option<&'static str>) -> Response {
-    let mut response = page(SignInPage { w: &EN, note });
+/// The words of a page shown before the tenant is known (signed out): the browser's preferred
+/// language among the console's (`Accept-Language`, by its weights), English if it prefers none.
+fn preferred(headers: &HeaderMap) -> &'static Words {
+    let accepted = headers.get(header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mut best: Option<(f32, &'static Words)> = None;
+    for range in accepted.split(',') {
+        let mut parts = range.split(';');
+        let primary = parts.next().unwrap_or("").trim().split('-').next().unwrap_or("").to_ascii_lowercase();
+        let weight = parts.find_map(|p| p.trim().strip_prefix("q=")?.parse::<f32>().ok()).unwrap_or(1.0);
+        let Some(w) = [&EN, &PT, &ES].into_iter().find(|w| w.lang == primary) else { continue };
+        if weight > 0.0 && best.is_none_or(|(b, _)| weight > b) {
+            best = Some((weight, w));
+        }
+    }
+    best.map_or(&EN, |(_, w)| w)
+}
+
+fn signed_out(headers: &HeaderMap, note: Option<fn(&Words) -> &'static str>) -> Response {
+    let w = preferred(headers);
+    let mut response = page(SignInPage { w, note: note.map(|n| n(w)) });
     let (k, v) = set_cookie(SESSION, "", "Strict", "/", 0);
     response.headers_mut().insert(k, HeaderValue::from_str(&v).expect("a cookie header"));
     response
 }
 
 async fn pending_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
-    let (result, name, csrf) = match listed(&console, &id, Asked::Pending).await {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(&headers, None) };
+    let (result, name, csrf) = match listed(&console, &headers, &id, Asked::Pending).await {
         Ok(listed) => listed,
         Err(response) => return response,
     };
@@ -691,8 +714,8 @@ async fn history_page(
     headers: HeaderMap,
     Query(filter): Query<HistoryFilter>,
 ) -> Response {
-    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
-    let (result, name, csrf) = match listed(&console, &id, Asked::History).await {
+    let Some(id) = session_id(&console, &headers) else { return signed_out(&headers, None) };
+    let (result, name, csrf) = match listed(&console, &headers, &id, Asked::History).await {
         Ok(listed) => listed,
         Err(response) => return response,
     };
@@ -922,9 +945,9 @@ async fn audit_page(
     headers: HeaderMap,
     Query(filter): Query<AuditFilter>,
 ) -> Response {
-    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    let Some(id) = session_id(&console, &headers) else { return signed_out(&headers, None) };
     let filters = filter.to_json();
-    let (result, name, csrf) = match listed(&console, &id, Asked::Audit(&filters)).await {
+    let (result, name, csrf) = match listed(&console, &headers, &id, Asked::Audit(&filters)).await {
         Ok(listed) => listed,
         Err(response) => return response,
     };
@@ -984,14 +1007,14 @@ struct Decision {
 }
 
 async fn decide(State(console): State<Arc<Console>>, headers: HeaderMap, Form(form): Form<Decision>) -> Response {
-    let Some(id) = session_id(&console, &headers) else { return signed_out(None) };
+    let Some(id) = session_id(&console, &headers) else { return signed_out(&headers, None) };
     if !form_checked(&console, &headers, &id, &form.csrf) {
         return (StatusCode::FORBIDDEN, "This form did not come from this console's page; nothing was done.")
             .into_response();
     }
     let (token, tenant) = {
         let sessions = console.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(s) = sessions.get(&id) else { return signed_out(None) };
+        let Some(s) = sessions.get(&id) else { return signed_out(&headers, None) };
         (s.id_token.clone(), s.tenant.clone())
     };
     let word = Some(form.word.trim()).filter(|w| !w.is_empty());
