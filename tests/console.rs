@@ -355,9 +355,9 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     assert!(flash.contains("approver_not_allowed") || flash.contains("approver_is_requester"), "{flash}");
     assert_eq!(effects(&root, "742").await, 0);
 
-    // João approves: applied once, and the agent's retry replays it.
+    // João approves: applied once (said in the tenant's language), and the agent's retry replays it.
     let flash = joao.decide(&console, &close, "approve", "").await;
-    assert!(flash.starts_with("SUCCEEDED"), "{flash}");
+    assert_eq!(flash, "SUCCEEDED: Aprovada e aplicada.");
     assert_eq!(effects(&root, "742").await, 1);
     let retry = db::request_close(&app, &maria, "conv-console", &args).await.unwrap();
     assert_eq!((retry["outcome"].as_str(), retry["replayed"].as_bool()), (Some("SUCCEEDED"), Some(true)));
@@ -373,9 +373,9 @@ async fn an_approver_decides_in_the_console_what_an_agent_proposed() {
     let word = between(&page, "CONFIRMAR-", " ");
     let word = format!("CONFIRMAR-{}", &word[..6]);
     let flash = joao.decide(&console, &motor, "approve", "CONFIRMAR-000000").await;
-    assert!(flash.contains("confirmation_invalid"), "{flash}");
+    assert_eq!(flash, "BLOCKED confirmation_invalid: A palavra digitada não é a da proposta; nada foi feito.");
     let flash = joao.decide(&console, &motor, "approve", &word).await;
-    assert!(flash.starts_with("NEEDS_CONFIRMATION"), "{flash}");
+    assert!(flash.starts_with("NEEDS_CONFIRMATION: A sua aprovação foi registrada (1 de 2)"), "{flash}");
     let ana = Browser::sign_in(&console, &provider, "ana").await;
     let (page, _) = ana.pending(&console).await;
     assert!(page.contains("1 / 2 ·"), "the quorum so far, and who approved: {page}");

@@ -101,10 +101,71 @@ struct Session {
     flash: Option<Flash>,
 }
 
-#[derive(Clone)]
+/// What the last decision came to: the gate's outcome and rule as it gave them, and what that
+/// means, said in the tenant's language when the next page is drawn.
 struct Flash {
-    ok: bool,
-    text: String,
+    /// `SUCCEEDED`, `BLOCKED confirmation_invalid`…
+    code: String,
+    said: Said,
+}
+
+enum Said {
+    Applied,
+    /// An approval recorded: the approvals so far, and those needed.
+    Recorded(i64, i64),
+    Declined,
+    /// Approved, and sent to the ERP (an outbox tool), whose answer is awaited.
+    Sent,
+    WrongWord,
+    NotLive,
+    Refused,
+    /// The gate could not be asked.
+    Unavailable(String),
+}
+
+/// A flash as a page shows it.
+pub struct Shown {
+    pub ok: bool,
+    pub text: String,
+}
+
+impl Flash {
+    fn of(answer: &Result<Value, GateError>) -> Flash {
+        let v = match answer {
+            Ok(v) => v,
+            Err(e) => return Flash { code: "error".to_string(), said: Said::Unavailable(e.to_string()) },
+        };
+        let outcome = v["outcome"].as_str().unwrap_or("?");
+        let rule = v["rule"].as_str();
+        let count = |k: &str| v["result"][k].as_i64().unwrap_or(0);
+        let said = match (outcome, rule) {
+            ("SUCCEEDED", _) => Said::Applied,
+            ("NEEDS_CONFIRMATION", _) => Said::Recorded(count("approvals"), count("needed")),
+            ("CANCELLED", _) => Said::Declined,
+            ("PENDING", _) => Said::Sent,
+            (_, Some("confirmation_invalid")) => Said::WrongWord,
+            (_, Some("proposal_not_live")) => Said::NotLive,
+            _ => Said::Refused,
+        };
+        Flash { code: rule.map_or_else(|| outcome.to_string(), |r| format!("{outcome} {r}")), said }
+    }
+
+    fn shown(&self, w: &Words) -> Shown {
+        let (ok, text) = match &self.said {
+            Said::Applied => (true, w.applied.to_string()),
+            Said::Recorded(approvals, needed) => (
+                true,
+                w.recorded.replace("{approvals}", &approvals.to_string()).replace("{needed}", &needed.to_string()),
+            ),
+            Said::Declined => (true, w.declined.to_string()),
+            Said::Sent => (true, w.sent.to_string()),
+            Said::WrongWord => (false, w.wrong_word.to_string()),
+            Said::NotLive => (false, w.not_live.to_string()),
+            Said::Refused => (false, w.refused.to_string()),
+            Said::Unavailable(e) => (false, e.clone()),
+        };
+        Shown { ok, text: format!("{}: {text}", self.code) }
+    }
 }
 
 struct SignIn {
@@ -376,6 +437,15 @@ pub struct Words {
     pub nothing_audited: &'static str,
     /// A chat message when a proposal waits ({tenant}, {tool}, {proposal}, {url}).
     pub waits: &'static str,
+    /// What a decision came to.
+    pub applied: &'static str,
+    /// ({approvals}, {needed})
+    pub recorded: &'static str,
+    pub declined: &'static str,
+    pub sent: &'static str,
+    pub wrong_word: &'static str,
+    pub not_live: &'static str,
+    pub refused: &'static str,
 }
 
 const EN: Words = Words {
@@ -421,6 +491,13 @@ const EN: Words = Words {
     nothing_audited: "Nothing audited in this period.",
     waits: "A proposal waits for approval in {tenant}: {tool}, proposal {proposal}. Decide it in the approvals \
             console: {url}",
+    applied: "Approved, and applied.",
+    recorded: "Your approval is recorded ({approvals} of {needed}); it applies when all are given.",
+    declined: "Declined: the proposal is cancelled.",
+    sent: "Approved, and sent to the ERP; its answer is awaited.",
+    wrong_word: "The word typed is not the proposal's; nothing was done.",
+    not_live: "This proposal no longer waits (decided, replaced or expired); nothing was done.",
+    refused: "Nothing was done.",
 };
 
 const PT: Words = Words {
@@ -466,6 +543,13 @@ const PT: Words = Words {
     nothing_audited: "Nada auditado neste período.",
     waits: "Uma proposta aguarda aprovação em {tenant}: {tool}, proposta {proposal}. Decida no console de \
             aprovações: {url}",
+    applied: "Aprovada e aplicada.",
+    recorded: "A sua aprovação foi registrada ({approvals} de {needed}); aplica-se quando todas forem dadas.",
+    declined: "Recusada: a proposta foi cancelada.",
+    sent: "Aprovada e enviada ao ERP; aguarda a resposta dele.",
+    wrong_word: "A palavra digitada não é a da proposta; nada foi feito.",
+    not_live: "Esta proposta não aguarda mais (decidida, substituída ou expirada); nada foi feito.",
+    refused: "Nada foi feito.",
 };
 
 const ES: Words = Words {
@@ -511,6 +595,13 @@ const ES: Words = Words {
     nothing_audited: "Nada auditado en este período.",
     waits: "Una propuesta espera aprobación en {tenant}: {tool}, propuesta {proposal}. Decídala en la consola de \
             aprobaciones: {url}",
+    applied: "Aprobada y aplicada.",
+    recorded: "Su aprobación quedó registrada ({approvals} de {needed}); se aplica cuando estén todas.",
+    declined: "Rechazada: la propuesta fue cancelada.",
+    sent: "Aprobada y enviada al ERP; se espera su respuesta.",
+    wrong_word: "La palabra escrita no es la de la propuesta; no se hizo nada.",
+    not_live: "Esta propuesta ya no espera (decidida, reemplazada o vencida); no se hizo nada.",
+    refused: "No se hizo nada.",
 };
 
 fn words(lang: Option<&str>) -> &'static Words {
@@ -593,7 +684,7 @@ struct PendingPage {
     w: &'static Words,
     name: String,
     csrf: String,
-    flash: Option<Flash>,
+    flash: Option<Shown>,
     items: Vec<Item>,
 }
 
@@ -700,7 +791,8 @@ async fn pending_page(State(console): State<Arc<Console>>, headers: HeaderMap) -
     };
     let flash = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id).and_then(|s| s.flash.take());
     let items = result["pending"].as_array().map(|a| a.iter().map(item).collect()).unwrap_or_default();
-    page(PendingPage { w: words(result["language"].as_str()), name, csrf, flash, items })
+    let w = words(result["language"].as_str());
+    page(PendingPage { w, name, csrf, flash: flash.map(|f| f.shown(w)), items })
 }
 
 #[derive(Deserialize)]
@@ -1023,16 +1115,7 @@ async fn decide(State(console): State<Arc<Console>>, headers: HeaderMap, Form(fo
     let rule = answer.as_ref().ok().and_then(|v| v["rule"].as_str());
     console.metrics.decided(outcome);
     tracing::info!(outcome, rule, decision = %form.decision, "decision");
-    let flash = match &answer {
-        Ok(v) => {
-            let outcome = v["outcome"].as_str().unwrap_or("?");
-            let summary = v["content"][0]["text"].as_str().unwrap_or_default();
-            let ok = matches!(outcome, "SUCCEEDED" | "NEEDS_CONFIRMATION" | "PENDING" | "CANCELLED");
-            let rule = v["rule"].as_str().map(|r| format!(" {r}")).unwrap_or_default();
-            Flash { ok, text: format!("{outcome}{rule}: {summary}") }
-        }
-        Err(e) => Flash { ok: false, text: e.to_string() },
-    };
+    let flash = Flash::of(&answer);
     if let Some(s) = console.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id) {
         s.flash = Some(flash);
     }
