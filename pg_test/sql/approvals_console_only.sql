@@ -2,7 +2,8 @@
 -- toolgate.approve, a person's own sign-in, never by a channel-signed "yes" (whose key may sit on
 -- the agent's host). Without approver roles the requester approves their own there, and nobody
 -- else does; with approver roles the approvers decide, as before. Below the tier the channel
--- confirms, as it always did. Bad values are refused and change nothing.
+-- confirms, as it always did. explain_call shows who would decide. Bad values are refused and
+-- change nothing.
 \set VERBOSITY terse
 SET ROLE toolgate_admin;
 SELECT toolgate.add_tenant('conly', 'Console only');
@@ -28,6 +29,13 @@ VALUES ('conly', 'P-30', 'Peça', 100.00, 100);
 \set tom `${TOOLGATE_MINT:?} id conly tom technician`
 \set tia `${TOOLGATE_MINT:?} id conly tia technician`
 \set bob `${TOOLGATE_MINT:?} id conly bob buyer`
+
+-- explain_call shows the DBA who would decide a tier-3 purchase: the requester, in the console.
+SET ROLE toolgate_admin;
+SELECT r->>'outcome' AS outcome, r->'reply'->'result' AS result
+  FROM toolgate.explain_call(:'tom', 'request_purchase_part', 'k0',
+       '{"order_id": "930", "part_id": "P-30", "quantity": 60, "cost_center": "CC-C", "idempotency_key": "conly-key-0"}') r;
+RESET ROLE;
 
 -- Below the tier (R$ 300,00, tier 1): the channel's "yes" applies it, as it always did.
 SET ROLE toolgate_agent;
