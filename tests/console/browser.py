@@ -12,6 +12,7 @@ one JSON object on standard output; the test judges it, and the database, itself
 """
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -107,6 +108,7 @@ class Person:
 
     def close(self):
         self.driver.quit()
+        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 def main():
