@@ -235,6 +235,13 @@ baseline=$(run_suites 1) || rc=$?
 if [ "$rc" != 0 ]; then
     log "the unmutated tree fails, nothing can be judged:"
     printf '%s\n' "$baseline" >&2
+    # What the failing suites printed (their work directory goes at exit): a failure seen only
+    # here can then be read.
+    for out in "$work"/*.out; do
+        grep -qE 'panicked|FAILED|failed|Traceback' "$out" 2>/dev/null || continue
+        log "the end of ${out##*/}:"
+        tail -n 80 "$out" >&2
+    done
     exit 2
 fi
 log "baseline passed in $(( $(date +%s) - t0 ))s"

@@ -15,11 +15,13 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 # Never let Selenium look for (or fetch) a driver or a browser of its own.
 os.environ.setdefault("SE_OFFLINE", "true")
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import SessionNotCreatedException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
@@ -35,7 +37,17 @@ def browser(provider_dir, profile):
                 "--no-first-run", "--disable-extensions", "--disable-background-networking"):
         options.add_argument(arg)
     service = Service(executable_path=os.environ.get("TOOLGATE_CHROMEDRIVER", "/usr/bin/chromedriver"))
-    return webdriver.Chrome(service=service, options=options)
+    # Starting a headless Chromium now and then fails on a loaded machine before any page is
+    # asked for (no DevTools port yet): that is the machine's, not the console's, so the start
+    # alone is tried again, twice at most. Nothing after it is.
+    for attempt in range(3):
+        try:
+            return webdriver.Chrome(service=service, options=options)
+        except SessionNotCreatedException as e:
+            sys.stderr.write(f"chromium did not start (attempt {attempt + 1}): {e.msg}\n")
+            if attempt == 2:
+                raise
+            time.sleep(1)
 
 
 class Person:
@@ -53,6 +65,7 @@ class Person:
         self.driver.save_screenshot(os.path.join(self.shots, name))
 
     def sign_in(self, shot=None):
+        sys.stderr.write(f"{self.username}: signs in\n")
         d = self.driver
         d.get(self.console + "/")
         if shot:
@@ -76,6 +89,7 @@ class Person:
         return self.driver.find_element(By.ID, "p-" + proposal).text
 
     def decide(self, proposal, decision, word=None):
+        sys.stderr.write(f"{self.username}: {decision} {proposal}\n")
         card = self.driver.find_element(By.ID, "p-" + proposal)
         if word is not None:
             card.find_element(By.NAME, "word").send_keys(word)
