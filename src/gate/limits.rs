@@ -4,20 +4,23 @@
 //! own transaction before its effect, in name order; when one has no room, what the others took is
 //! given back and the call is `BLOCKED limit_exceeded`, with when it frees up.
 //!
-//! Exact under concurrency. A calendar limit has one bucket per period: one `INSERT … ON CONFLICT
-//! DO UPDATE … WHERE used + amount <= max`, as the quota. A rolling limit sums the buckets of its
-//! window (each a sixtieth of it), so its counter is first held with a lock no client can take
-//! (`xactlock`, as the ledger's keys are), until the transaction ends: two calls never sum one
-//! window at once. The sum is read under the newest committed state (`spi::latest`), which holds
-//! every consumption made before the lock was granted, whatever the caller's isolation level. A
-//! bucket counts until its end leaves the window: a limit frees up at most one bucket late, never
-//! early.
+//! Exact under concurrency. Every counter a call charges is first held with a lock no client can
+//! take (`xactlock`, as the ledger's keys are), in name order, until the transaction ends: two
+//! calls never charge one counter at once. A calendar limit has one bucket per period (its start,
+//! kept per backend until the period ends, `period_start`); its row is the period's whole use, so
+//! its charge carries its own check (`… WHERE used + amount <= max`). A rolling limit sums the
+//! buckets of its window (each a sixtieth of it) under the newest committed state
+//! (`spi::latest`), which holds every consumption made before the lock was granted, whatever the
+//! caller's isolation level. One statement then charges every counter whose row exists
+//! (`update_statement`); a period or bucket with no row yet gets one. A bucket counts until its end
+//! leaves the window: a limit frees up at most one bucket late, never early.
 //!
 //! When: a tier-0 call consumes at step 6. A proposal only checks (a limit already full refuses
 //! it); its confirmation consumes in the effect's transaction, so a decline or an expiry takes
 //! nothing. An effect that refuses gives back what its call took (`refund`); an outbox call's
 //! intent keeps it until the ERP answers (`keep_with_intent`).
 
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -151,24 +154,173 @@ fn applicable<'t>(
         })
 }
 
-/// Consume every limit that applies to this call, in name order. On a limit with no room, what
-/// the ones before it took is given back and the call is refused.
+/// Consume every limit that applies to this call. Each counter is held first, in name order,
+/// until the transaction ends (`xactlock`): one consumption of a counter at a time. A rolling
+/// window is summed under the newest committed state (no room: refused, nothing taken). Then one
+/// statement charges the counters whose period or bucket has a row already, a calendar one only
+/// if its period has room; a counter with no row yet gets one. If one had no room, what the others
+/// took is given back and the call is refused by the first, in name order, that had none.
 #[cfg_attr(feature = "steps", inline(never))]
 pub fn consume(who: &Identity, tool: &str, value: Option<Decimal>) -> Step<Charged> {
     let t = tenant(&who.tenant);
     let mut charged = Charged { tenant: who.tenant.clone(), charges: Vec::new() };
+    // SAFETY: a plain read of the backend's statement start, the `statement_timestamp()` the
+    // gate's SQL sees.
+    let now = unsafe { pgrx::pg_sys::GetCurrentStatementStartTimestamp() };
+    let mut counters: Vec<Counter> = Vec::new();
     for (limit, subject, amount) in applicable(&t, who, tool, value) {
-        match take(&who.tenant, &t.zone, limit, &subject, amount) {
-            Ok((bucket, after)) => {
-                charged.charges.push(Charge { name: limit.name.clone(), subject, bucket, amount, after });
+        xactlock::hold(xactlock::LIMIT_COUNTER, key_lock_id(&[&who.tenant, &limit.name, &subject]));
+        let (bucket, before) = match (&limit.calendar, limit.rolling) {
+            (Some(period), _) => (period_start(&t.zone, period, now), None),
+            (None, Some(rolling)) => {
+                let width = i64::from(limit.width()) * MICROS;
+                (
+                    now.div_euclid(width) * width,
+                    Some(window_used(&who.tenant, &limit.name, &subject, rolling, limit.width())),
+                )
             }
-            Err(()) => {
-                refund(&charged);
-                return Err(exceeded(&who.tenant, &t.zone, limit, &subject, amount));
-            }
+            (None, None) => continue,
+        };
+        if before.unwrap_or_default() + amount > limit.max {
+            return Err(exceeded(&who.tenant, &t.zone, limit, &subject, amount));
         }
+        counters.push(Counter { limit, subject, amount, bucket, before });
+    }
+    if counters.is_empty() {
+        return Ok(charged);
+    }
+    let cap = |c: &Counter| c.before.is_none().then(|| c.limit.max.to_string());
+    let mut args: Vec<DatumWithOid> = vec![who.tenant.as_str().into()];
+    for c in &counters {
+        args.push(c.limit.name.as_str().into());
+        args.push(c.subject.as_str().into());
+        args.push(stamp(c.bucket).into());
+        args.push(c.amount.to_string().into());
+        args.push(cap(c).into());
+    }
+    let updated = spi::query(update_statement(counters.len()), &args, |r| {
+        Ok((spi::col::<String>(r, 1)?, spi::col::<String>(r, 2)?))
+    });
+    for c in counters {
+        let used = match updated.iter().find(|(name, _)| *name == c.limit.name) {
+            Some((_, used)) => Some(used.clone()),
+            // No row for this period or bucket yet (or a period with no room): made, or charged
+            // if it has room.
+            None => spi::one(
+                "INSERT INTO toolgate.limit_usage AS u (tenant_id, name, subject, bucket, used) \
+                 VALUES ($1, $2, $3, $4, $5::numeric) \
+                 ON CONFLICT (tenant_id, name, subject, bucket) DO UPDATE SET used = u.used + excluded.used \
+                  WHERE (u.used + excluded.used <= $6::numeric) IS NOT FALSE \
+                 RETURNING u.used::text",
+                &[
+                    who.tenant.as_str().into(),
+                    c.limit.name.as_str().into(),
+                    c.subject.as_str().into(),
+                    stamp(c.bucket).into(),
+                    c.amount.to_string().into(),
+                    cap(&c).into(),
+                ],
+                |r| spi::col::<String>(r, 1),
+            ),
+        };
+        let Some(used) = used else {
+            refund(&charged);
+            return Err(exceeded(&who.tenant, &t.zone, c.limit, &c.subject, c.amount));
+        };
+        let after = c.before.map_or_else(|| Decimal::from_str(&used).unwrap_or_default(), |before| before + c.amount);
+        let bucket = c.bucket.div_euclid(MICROS) + UNIX_TO_POSTGRES_EPOCH;
+        charged.charges.push(Charge {
+            name: c.limit.name.clone(),
+            subject: c.subject,
+            bucket,
+            amount: c.amount,
+            after,
+        });
     }
     Ok(charged)
+}
+
+/// One counter a call charges: its limit, subject and amount, its bucket (a `timestamptz`'s
+/// microseconds), and for a rolling limit its window's use before the call (held, so exact).
+struct Counter<'t> {
+    limit: &'t Limit,
+    subject: String,
+    amount: Decimal,
+    bucket: i64,
+    before: Option<Decimal>,
+}
+
+const MICROS: i64 = 1_000_000;
+/// Seconds from 1970-01-01 to 2000-01-01 (PostgreSQL's epoch), both UTC.
+const UNIX_TO_POSTGRES_EPOCH: i64 = 946_684_800;
+
+fn stamp(micros: i64) -> TimestampWithTimeZone {
+    TimestampWithTimeZone::try_from(micros).expect("a bucket within timestamptz's range")
+}
+
+/// The start of the calendar `period` (day, week, month) in time zone `zone` that holds `now`
+/// (microseconds, as a `timestamptz`): kept with its end per backend, so a period's start is asked
+/// of PostgreSQL once per period, not per call.
+fn period_start(zone: &str, period: &str, now: i64) -> i64 {
+    thread_local! {
+        static PERIODS: RefCell<Vec<(String, String, i64, i64)>> = const { RefCell::new(Vec::new()) };
+    }
+    PERIODS.with_borrow_mut(|periods| {
+        if let Some((.., start, _)) =
+            periods.iter().find(|(z, p, start, end)| z == zone && p == period && *start <= now && now < *end)
+        {
+            return *start;
+        }
+        let (start, end) = spi::one(
+            "SELECT (extract(epoch FROM s) * 1000000)::int8, \
+                    (extract(epoch FROM pg_catalog.timezone($2, pg_catalog.timezone($2, s) + ('1 ' || $1)::interval)) \
+                     * 1000000)::int8 \
+               FROM (SELECT pg_catalog.date_trunc($1, pg_catalog.statement_timestamp(), $2) AS s) p",
+            &[period.into(), zone.into()],
+            |r| Ok((spi::col::<i64>(r, 1)?, spi::col::<i64>(r, 2)?)),
+        )
+        .expect("one row");
+        let (start, end) = (start - UNIX_TO_POSTGRES_EPOCH * MICROS, end - UNIX_TO_POSTGRES_EPOCH * MICROS);
+        periods.retain(|(z, p, ..)| !(z == zone && p == period));
+        periods.push((zone.to_string(), period.to_string(), start, end));
+        start
+    })
+}
+
+/// The statement that charges the `n` counters of one tenant (`$1`) whose rows exist: each counter
+/// five arguments (limit, subject, bucket, amount, and its period's max for a calendar limit, NULL
+/// for a rolling one, whose window was summed under its lock). Each row is found by its whole key
+/// (an `OR` of them: one index probe each, never a scan of the tenant's rows, which a join with
+/// the counters could plan). Returns each counter charged, with its row's use after. The texts are
+/// made once per count and kept: each plan is prepared once.
+fn update_statement(n: usize) -> &'static str {
+    thread_local! {
+        static TEXTS: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+    }
+    TEXTS.with_borrow_mut(|texts| {
+        while texts.len() < n {
+            // Counter i's arguments: $p limit, $p+1 subject, $p+2 bucket, $p+3 amount, $p+4 cap.
+            let counters: Vec<usize> = (0..=texts.len()).map(|i| 2 + 5 * i).collect();
+            let keys: Vec<String> = counters
+                .iter()
+                .map(|p| format!("(u.name = ${p} AND u.subject = ${} AND u.bucket = ${})", p + 1, p + 2))
+                .collect();
+            let of = |k: usize| -> String {
+                let arms: String = counters.iter().map(|p| format!(" WHEN ${p} THEN ${}::numeric", p + k)).collect();
+                format!("CASE u.name{arms} END")
+            };
+            let text = format!(
+                "UPDATE toolgate.limit_usage AS u SET used = u.used + {amount} \
+                  WHERE u.tenant_id = $1 AND ({keys}) AND (u.used + {amount} <= {cap}) IS NOT FALSE \
+                 RETURNING u.name, u.used::text",
+                amount = of(3),
+                cap = of(4),
+                keys = keys.join(" OR "),
+            );
+            texts.push(Box::leak(text.into_boxed_str()));
+        }
+        texts[n - 1]
+    })
 }
 
 /// A proposal's check: every limit that applies has room for this call now. Nothing is taken:
@@ -228,57 +380,6 @@ fn refund(charged: &Charged) {
             ],
         );
     }
-}
-
-/// Take `amount` from one counter if its window has room: the bucket charged and the window's
-/// use after; `Err` when there is no room (nothing taken). The bucket comes back as seconds since
-/// the epoch through an interval (`bucket - 'epoch'`), every function of it IMMUTABLE: Citus takes
-/// no other in an INSERT's RETURNING, and a SQL function there would be run, not inlined.
-fn take(tenant: &str, zone: &str, l: &Limit, subject: &str, amount: Decimal) -> Result<(i64, Decimal), ()> {
-    let amount_text = amount.to_string();
-    let max_text = l.max.to_string();
-    let taken = match (&l.calendar, l.rolling) {
-        (Some(_), _) if amount > l.max => None,
-        (Some(period), _) => spi::one(
-            "INSERT INTO toolgate.limit_usage AS u (tenant_id, name, subject, bucket, used) \
-             VALUES ($1, $2, $3, pg_catalog.date_trunc($4, pg_catalog.statement_timestamp(), $5), $6::numeric) \
-             ON CONFLICT (tenant_id, name, subject, bucket) DO UPDATE SET used = u.used + excluded.used \
-              WHERE u.used + excluded.used <= $7::numeric \
-             RETURNING pg_catalog.date_part('epoch', u.bucket - 'epoch'::timestamptz)::bigint, u.used::text",
-            &[
-                tenant.into(),
-                l.name.as_str().into(),
-                subject.into(),
-                period.as_str().into(),
-                zone.into(),
-                amount_text.as_str().into(),
-                max_text.as_str().into(),
-            ],
-            |r| Ok((spi::col::<i64>(r, 1)?, spi::col::<String>(r, 2)?)),
-        ),
-        (None, Some(rolling)) => {
-            // One consumption of this window at a time; then its sum as the newest committed
-            // state has it, and the charge if it fits.
-            xactlock::hold(xactlock::LIMIT_COUNTER, key_lock_id(&[tenant, &l.name, subject]));
-            let used = window_used(tenant, &l.name, subject, rolling, l.width());
-            if used + amount > l.max {
-                return Err(());
-            }
-            spi::one(
-                "INSERT INTO toolgate.limit_usage AS u (tenant_id, name, subject, bucket, used) \
-                 VALUES ($1, $2, $3, pg_catalog.to_timestamp(pg_catalog.floor( \
-                             pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()) / $4) * $4), $5::numeric) \
-                 ON CONFLICT (tenant_id, name, subject, bucket) DO UPDATE SET used = u.used + excluded.used \
-                 RETURNING pg_catalog.date_part('epoch', u.bucket - 'epoch'::timestamptz)::bigint",
-                &[tenant.into(), l.name.as_str().into(), subject.into(), l.width().into(), amount_text.as_str().into()],
-                |r| spi::col::<i64>(r, 1),
-            )
-            .map(|bucket| (bucket, (used + amount).to_string()))
-        }
-        (None, None) => None,
-    };
-    let (bucket, after) = taken.ok_or(())?;
-    Ok((bucket, Decimal::from_str(&after).unwrap_or_default()))
 }
 
 /// What one counter used in its window now, under the newest committed state (no lock: a
