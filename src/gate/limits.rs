@@ -305,9 +305,12 @@ fn update_statement(n: usize) -> &'static str {
                 .iter()
                 .map(|p| format!("(u.name = ${p} AND u.subject = ${} AND u.bucket = ${})", p + 1, p + 2))
                 .collect();
+            // A searched CASE: Citus sends a simple one (`CASE u.name WHEN …`) to the worker
+            // with each arm rewritten as a comparison (`WHEN u.name = …`), which fails there.
             let of = |k: usize| -> String {
-                let arms: String = counters.iter().map(|p| format!(" WHEN ${p} THEN ${}::numeric", p + k)).collect();
-                format!("CASE u.name{arms} END")
+                let arms: String =
+                    counters.iter().map(|p| format!(" WHEN u.name = ${p} THEN ${}::numeric", p + k)).collect();
+                format!("CASE{arms} END")
             };
             let text = format!(
                 "UPDATE toolgate.limit_usage AS u SET used = u.used + {amount} \
