@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The scale-out suite (docs/scale-out.md): pg_toolgate on a Citus cluster of a coordinator and two
 # workers, on loopback, PostgreSQL 15. Builds Citus from its source tarball (TOOLGATE_CITUS_SRC,
-# default ../shared/citus beside the repository: citus-13.2.2.tar.gz and pg15.20-compat.patch)
-# into target/citus and installs it into PostgreSQL 15, unless that Citus is installed already;
+# default ../shared/citus beside the repository: citus-13.2.2.tar.gz and pg15.20-compat.patch),
+# with the fix of pg_test/citus/citus-logical-catch-up.patch (a logical shard move lost writes:
+# docs/scale-out.md), into target/citus and installs it into PostgreSQL 15, unless that Citus with
+# these patches is installed already (the build leaves their checksums beside citus.control);
 # starts the three nodes, creates the database on each with Citus, registers the workers, creates
 # pg_toolgate on the coordinator (Citus creates it on the workers), then runs the scenarios of
 # pg_test/citus/ with pg_regress: both examples distributed by tenant (citus_setup), the lab
@@ -26,8 +28,9 @@
 # tenant_call over eight tenants, on the cluster and on a single node side by side; the suite runs
 # it short (2 s at 1 and 4 clients), --bench runs it for SECONDS at 1, 4 and 16 clients and prints
 # the tables docs/scale-out.md holds: calls a second, and each node's CPU a call. Then day two (the
-# suite only): a third worker added while the load's 16 clients call, the shards rebalanced onto it
-# and one tenant's moved back, judged as the load is, each tenant's calls against its audit rows.
+# suite only): a third worker added while the load's 16 clients call, one tenant's shards moved onto
+# it by logical replication (force_logical), the rest rebalanced onto it (block_writes), judged as
+# the load is, each tenant's calls against its audit rows.
 #
 #   scripts/citus.sh                  the suite (the extension must be installed: scripts/install-extension.sh)
 #   scripts/citus.sh --bench [SECS]   the set-up scenarios, then the benchmark (default 20 s a run)
@@ -42,15 +45,26 @@ pg_version 15
 citus_version=13.2.2
 citus_sha256=dd2453caec20a830e5e63f1def5c5a98cb6f57ae510407cdcd800916fcdab430
 src=${TOOLGATE_CITUS_SRC:-$root/../shared/citus}
+# The patches the build applies, in this order: PostgreSQL 15.20's headers (beside the tarball),
+# then the project's fix of a logical move's catch-up.
+citus_patches=("$src/pg15.20-compat.patch" "$root/pg_test/citus/citus-logical-catch-up.patch")
+# Beside citus.control the build leaves each patch's checksum (sha256sum's lines), so that a
+# Citus installed without the project's patch, or with an older one, is built again.
+citus_extdir=$("$PG_CONFIG" --sharedir)/extension
+citus_marker=$citus_extdir/citus.toolgate-patches
 
-# citus_installed: this Citus's library and control file are in PostgreSQL 15's install.
+# patch_sum FILE: FILE's line in the marker.
+patch_sum() { printf '%s  %s\n' "$(sha256sum <"$1" | cut -d' ' -f1)" "$(basename "$1")"; }
+# citus_installed: this Citus's library and control file are in PostgreSQL 15's install, built
+# with the project's patch as it is now.
 citus_installed() {
     [ -f "$PG_PKGLIBDIR/citus.so" ] &&
-        grep -q "^default_version = '13.2-1'" "$("$PG_CONFIG" --sharedir)/extension/citus.control" 2>/dev/null
+        grep -q "^default_version = '13.2-1'" "$citus_extdir/citus.control" 2>/dev/null &&
+        grep -qxF "$(patch_sum "${citus_patches[1]}")" "$citus_marker" 2>/dev/null
 }
 
 citus_build() {
-    local tarball=$src/citus-$citus_version.tar.gz build=$root/target/citus started=$SECONDS
+    local tarball=$src/citus-$citus_version.tar.gz build=$root/target/citus started=$SECONDS p
     if [ ! -f "$tarball" ]; then
         return 3
     fi
@@ -59,14 +73,19 @@ citus_build() {
     rm -rf "$build"
     mkdir -p "$build"
     tar -xzf "$tarball" -C "$build"
+    # The marker goes first and comes back last: a build that stops half-installed is built again.
+    rm -f "$citus_marker"
+    # Each step chained: `set -e` does not stop a subshell whose status `||` tests.
     (
-        cd "$build/citus-$citus_version"
-        patch -p1 -s <"$src/pg15.20-compat.patch"
-        ./configure --without-libcurl PG_CONFIG="$PG_CONFIG" >"$build/configure.log"
-        make -j"$(nproc)" >"$build/make.log" 2>&1
-        make install >"$build/install.log" 2>&1
+        cd "$build/citus-$citus_version" &&
+            for p in "${citus_patches[@]}"; do patch -p1 -s <"$p" || exit 1; done &&
+            ./configure --without-libcurl PG_CONFIG="$PG_CONFIG" >"$build/configure.log" &&
+            make -j"$(nproc)" >"$build/make.log" 2>&1 &&
+            make install >"$build/install.log" 2>&1
     ) || { log "building Citus failed: target/citus/*.log"; exit 1; }
-    log "Citus $citus_version built and installed in $((SECONDS - started)) s"
+    for p in "${citus_patches[@]}"; do patch_sum "$p"; done >"$citus_marker"
+    log "Citus $citus_version built and installed in $((SECONDS - started)) s," \
+        "patched: $(basename -a "${citus_patches[@]}" | paste -sd' ')"
 }
 
 if ! citus_installed || [ "${1:-}" = --build ]; then
@@ -88,8 +107,7 @@ make_work
 toolgate_cli
 # Two-phase commits are kept in pg_dist_transaction until recovery: off here, so that
 # citus_lab can count them.
-# wal_level = logical: what Citus's default shard transfer, logical replication, needs
-# (TOOLGATE_CITUS_TRANSFER=auto, day two).
+# wal_level = logical: what a shard move by logical replication needs (day two's first move).
 export CLUSTER_CONF="shared_preload_libraries = 'citus'
 max_prepared_transactions = 100
 citus.recover_2pc_interval = -1
@@ -316,59 +334,90 @@ log "every invariant held"
 if [ "$mode" = suite ]; then load_with_a_worker_stopped; fi
 
 # Day two (the suite only): while the same 16 clients call, a third worker is added as
-# docs/scale-out.md says (pg_test/citus/add_worker.sql), the shards rebalanced onto it and one
-# tenant's shards moved back to the first worker, both with block_writes (the transfer the docs
-# advise; TOOLGATE_CITUS_TRANSFER=auto rebalances with Citus's default, logical replication, which
-# lost audit rows of the calls made during a move's copy here: docs/scale-out.md); then 6 s more.
-# Judged as the load above (the invariants of both loads together), each tenant's calls in this
-# run equal to its audit rows, every node's audit ids in its own range, and no audit id drawn
-# twice; says the longest a call waited.
+# docs/scale-out.md says (pg_test/citus/add_worker.sql) and shards move onto it both ways Citus
+# moves them: first one tenant's from the first worker by logical replication (force_logical: what
+# loses the calls' writes on a Citus without pg_test/citus/citus-logical-catch-up.patch,
+# docs/scale-out.md), then the rest rebalanced with block_writes (the transfer the docs advise on a
+# stock Citus). The clients call (pgbench runs of 4 s, one after the other) from 3 s before the
+# worker is added until 4 to 8 s into the rebalance, so the logical move runs under load however
+# long it takes, and the rebalance's first moves too; then 6 s more. Judged as the load above (the
+# invariants of both loads together), each tenant's calls in this run equal to its audit rows,
+# every node's audit ids in its own range, and no audit id drawn twice; says when each step ran,
+# how many of the moved tenant's calls pgbench counted done during its move (none: the move proved
+# nothing, and the suite stops), and the longest a call waited.
 day_two_under_load() {
-step "day two: a third worker added under load, shards rebalanced onto it, one tenant's moved back"
-local w3=${node_port[worker3]} w1=${node_port[worker1]} third fourth aborted3 onto tenant shard stall since until_
-local per_tenant audited_per_tenant transfer=${TOOLGATE_CITUS_TRANSFER:-block_writes}
-rm -f "$work"/day2.*
+step "day two: a third worker added under load, one tenant's shards moved onto it by logical replication, the rest rebalanced"
+local w3=${node_port[worker3]} w1=${node_port[worker1]} third fourth aborted3 onto tenant shard placed stall since until_
+local per_tenant audited_per_tenant t0 a0 m0 m1 r1 ended moved_calls i
+rm -f "$work"/day2-* "$work"/load-3-* "$work/moved"
+# at TIME: TIME ($EPOCHREALTIME) in seconds into the load.
+at() { awk -v a="$1" -v t="$t0" 'BEGIN { printf "%.1f", a - t }'; }
 since=$(sql "$coordinator" "$cport" "$db" -c "SELECT clock_timestamp()")
-"$PGBIN/pgbench" -n -h "$coordinator" -p "$cport" -U toolgate_citus_app -c 16 -j 2 -T 24 -f "$load_sql" \
-    -l --log-prefix="$work/day2" "$db" >"$work/load-3.log" 2>&1 &
+t0=$EPOCHREALTIME
+# The load: runs of 4 s, each logging its calls (day2-K.*), until the logical move is done, then
+# one more.
+(
+    k=0
+    load_run() {
+        "$PGBIN/pgbench" -n -h "$coordinator" -p "$cport" -U toolgate_citus_app -c 16 -j 2 -T 4 -f "$load_sql" \
+            -l --log-prefix="$work/day2-$k" "$db" >"$work/load-3-$k.log" 2>&1 || true
+        k=$((k + 1))
+    }
+    until [ -e "$work/moved" ]; do load_run; done
+    load_run
+    echo "$EPOCHREALTIME" >"$work/load-3.ended"
+) &
 bench_pid=$!
 sleep 3
+a0=$EPOCHREALTIME
 sql "$coordinator" "$cport" "$db" -v host=127.0.0.1 -v port="$w3" -f "$root/pg_test/citus/add_worker.sql" \
     >"$work/add-worker.out" || { log "adding the worker failed"; kill "$bench_pid"; exit 1; }
-sql "$coordinator" "$cport" "$db" -c "SELECT rebalance_table_shards(shard_transfer_mode => '$transfer')" >/dev/null ||
-    { log "the rebalance failed"; kill "$bench_pid"; exit 1; }
-onto=$(sql "$coordinator" "$cport" "$db" -c "
-    SELECT count(*) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
-     WHERE s.logicalrelid = 'toolgate.ledger'::regclass AND p.nodeport = $w3")
 read -r tenant shard < <(sql "$coordinator" "$cport" "$db" -F ' ' -c "
     SELECT t, get_shard_id_for_distribution_column('toolgate.ledger', t) FROM unnest(ARRAY[$tenant_list]) t
      WHERE (SELECT nodeport FROM pg_dist_shard_placement
-             WHERE shardid = get_shard_id_for_distribution_column('toolgate.ledger', t)) = $w3
+             WHERE shardid = get_shard_id_for_distribution_column('toolgate.ledger', t)) = $w1
      ORDER BY t LIMIT 1")
-if [ -n "$tenant" ]; then
-    sql "$coordinator" "$cport" "$db" -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $w3, '127.0.0.1', $w1,
-        shard_transfer_mode => 'block_writes')" >/dev/null || { log "the move failed"; kill "$bench_pid"; exit 1; }
-fi
+[ -n "$tenant" ] || { log "no tenant on the first worker"; kill "$bench_pid"; exit 1; }
+m0=$EPOCHREALTIME
+sql "$coordinator" "$cport" "$db" -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $w1, '127.0.0.1', $w3,
+    shard_transfer_mode => 'force_logical')" >/dev/null || { log "the move failed"; touch "$work/moved"; exit 1; }
+m1=$EPOCHREALTIME
+touch "$work/moved"
+placed=$(sql "$coordinator" "$cport" "$db" -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard")
+sql "$coordinator" "$cport" "$db" -c "SELECT rebalance_table_shards(shard_transfer_mode => 'block_writes')" >/dev/null ||
+    { log "the rebalance failed"; exit 1; }
+r1=$EPOCHREALTIME
 wait "$bench_pid" || true
+ended=$(cat "$work/load-3.ended")
 until_=$(sql "$coordinator" "$cport" "$db" -c "SELECT clock_timestamp()")
+onto=$(sql "$coordinator" "$cport" "$db" -c "
+    SELECT count(*) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
+     WHERE s.logicalrelid = 'toolgate.ledger'::regclass AND p.nodeport = $w3")
 # Each call of this run audited: per tenant, the calls pgbench made (its client c calls for the
 # tenant c mod 8) and the audit rows written meanwhile.
-per_tenant=$(cat "$work"/day2.* | awk -v n=${#tenants[@]} '{ c[$1 % n]++ } END { for (i = 0; i < n; i++) printf "%d ", c[i] }')
+per_tenant=$(cat "$work"/day2-* | awk -v n=${#tenants[@]} '{ c[$1 % n]++ } END { for (i = 0; i < n; i++) printf "%d ", c[i] }')
 audited_per_tenant=$(sql "$coordinator" "$cport" "$db" -c "
     SELECT string_agg(coalesce(n, 0)::text, ' ' ORDER BY i) FROM unnest(ARRAY[$tenant_list]) WITH ORDINALITY u(t, i)
       LEFT JOIN (SELECT tenant_id, count(*) AS n FROM toolgate.audit
                   WHERE kind = 'call' AND at BETWEEN '$since' AND '$until_' GROUP BY 1) a ON a.tenant_id = u.t")
 log "calls per tenant: ${per_tenant% }; audit rows per tenant: $audited_per_tenant"
-third=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/load-3.log")
-aborted3=$(grep -c 'aborted in command' "$work/load-3.log" || true)
-stall=$(cat "$work"/day2.* | awk '$3 > m { m = $3 } END { printf "%.3f", m / 1e6 }')
-log "worker on port $w3 added and $onto of the ledger's 32 shards rebalanced onto it ($transfer); ${tenant:-no tenant}'s moved back to port $w1 (block_writes)"
-log "under it: $third calls in 24 s, $aborted3 client(s) aborted; the longest call took $stall s"
+third=$(cat "$work"/load-3-*.log | awk '/^number of transactions actually processed: / { n += $6 } END { print n + 0 }')
+aborted3=$(cat "$work"/load-3-*.log | grep -c 'aborted in command' || true)
+stall=$(cat "$work"/day2-* | awk '$3 > m { m = $3 } END { printf "%.3f", m / 1e6 }')
+# The moved tenant's calls (its clients') that pgbench counted done while its move ran: each line
+# of its log ends a call, at time_epoch ($5) and time_us ($6).
+i=0
+while [ "$i" -lt ${#tenants[@]} ] && [ "${tenants[$i]}" != "$tenant" ]; do i=$((i + 1)); done
+moved_calls=$(cat "$work"/day2-* | awk -v n=${#tenants[@]} -v i="$i" -v a="$m0" -v b="$m1" \
+    '$1 % n == i && $5 + $6 / 1e6 >= a && $5 + $6 / 1e6 <= b { c++ } END { print c + 0 }')
+log "worker on port $w3 added, $(at "$a0") to $(at "$m0") s into the load"
+log "$tenant's shards moved onto it from port $w1 by logical replication (force_logical), $(at "$m0") to $(at "$m1") s: $moved_calls of its calls done meanwhile"
+log "the rest rebalanced with block_writes, $(at "$m1") to $(at "$r1") s (the load ended at $(at "$ended") s): $onto of the ledger's 32 shards on the new worker"
+log "under it: $third calls, $aborted3 client(s) aborted; the longest call took $stall s"
 fourth=$(pgbench_run 6 "$work/load-4.log")
 # Audit ids: every node, the new one included, draws from its own range (its group × 2^48) with
 # nothing set for it; every id so far is in the range of a node there is; how many the new
-# worker drew (its tenants' calls until the rebalance's end and the move back: none when those
-# came late).
+# worker drew (its tenants' calls once they were on it).
 local group3 groups drawn3 strays ranged
 group3=$(sql "$coordinator" "$cport" "$db" -c "SELECT groupid FROM pg_dist_node WHERE nodeport = $w3")
 groups=$(sql "$coordinator" "$cport" "$db" -c "SELECT string_agg(groupid::text, ',') FROM pg_dist_node")
@@ -380,10 +429,10 @@ read -r drawn3 strays < <(sql "$coordinator" "$cport" "$db" -F ' ' -c "
       FROM toolgate.audit")
 log "audit ids: nodes drawing from their own range $ranged; drawn on the new worker (group $group3): $drawn3; outside every node's range: $strays"
 if [ "$ranged" != 4/4 ] || [ "$strays" != 0 ]; then log "BROKEN: an audit id outside its node's range"; exit 1; fi
-if [ "$onto" -eq 0 ] || [ -z "$tenant" ]; then log "BROKEN: nothing was rebalanced onto the new worker"; exit 1; fi
+if [ "$onto" -le 1 ]; then log "BROKEN: nothing was rebalanced onto the new worker"; exit 1; fi
 [ "${per_tenant% }" = "$audited_per_tenant" ] || { log "BROKEN: a tenant's calls and its audit rows differ"; exit 1; }
-[ "$(sql "$coordinator" "$cport" "$db" -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard")" = "$w1" ] ||
-    { log "BROKEN: $tenant's shard is not on port $w1"; exit 1; }
+[ "$placed" = "$w3" ] || { log "BROKEN: $tenant's shard is not on port $w3 after its move"; exit 1; }
+[ "$moved_calls" -gt 0 ] || { log "BROKEN: none of $tenant's calls during its logical move: it ran outside the load"; exit 1; }
 judge_load "$stop_at" "$start_at" "$on_stopped" "$((first + second + third + fourth))" "$((aborted + aborted3))" \
     "(both loads; this one: $((third + fourth)) calls)"
 }
